@@ -1,0 +1,8 @@
+"""ragcli: local retrieval-augmented question answering over your documents.
+
+The library API lives in :mod:`ragcli.indexing` (build or update an index),
+:mod:`ragcli.retrieval` (search it) and :mod:`ragcli.answering` (ask it); the
+``rag`` command in :mod:`ragcli.cli` is a thin layer over those.
+"""
+
+__version__ = "0.1.0"

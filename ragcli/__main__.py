@@ -1,0 +1,5 @@
+"""`python -m ragcli` runs the `rag` command."""
+
+from .cli import main
+
+main()

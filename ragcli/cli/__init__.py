@@ -1,0 +1,50 @@
+"""The `rag` command: a thin layer over the library, one module per command."""
+
+from __future__ import annotations
+
+import os
+from typing import Annotated
+
+import typer
+
+from .. import __version__
+from . import ask, cache, index, search
+
+app = typer.Typer(
+    name="rag",
+    help="Ask questions about your documents, answered by a local model on your CPU.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"rag {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main_options(
+    debug: Annotated[
+        bool, typer.Option("--debug", help="Show tracebacks and llama.cpp logs.")
+    ] = False,
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version.")
+    ] = False,
+) -> None:
+    """Exit codes: 0 answered, 1 not in the documents, 2 usage error, 3 index or model problem."""
+    if debug:
+        os.environ["RAG_DEBUG"] = "1"
+
+
+app.command("index")(index.index_command)
+app.command("search")(search.search_command)
+app.command("ask")(ask.ask_command)
+app.add_typer(cache.app, name="cache")
+
+
+def main() -> None:
+    app()

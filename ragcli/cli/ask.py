@@ -1,0 +1,110 @@
+"""`rag ask QUESTION` (or `-` for one question per line on stdin)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+
+from ..errors import ExitCode
+from .common import (
+    IndexOpt,
+    JsonOpt,
+    ModelOpt,
+    NoCacheOpt,
+    TopKOpt,
+    display_path,
+    handle_errors,
+    print_json,
+    settings,
+)
+
+
+@handle_errors
+def ask_command(
+    question: Annotated[
+        str,
+        typer.Argument(
+            help='The question, or "-" to read one per line from stdin.', show_default=False
+        ),
+    ],
+    top_k: TopKOpt = None,
+    index: IndexOpt = None,
+    model: ModelOpt = None,
+    max_tokens: Annotated[
+        int | None,
+        typer.Option(min=1, help="Answer length limit (default: 48).", show_default=False),
+    ] = None,
+    no_cache: NoCacheOpt = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Answer QUESTION from the indexed documents, or say "I don't know" (exit 1)."""
+    from ..answering import Asker
+
+    s = settings(
+        index_dir=index,
+        model=model,
+        top_k=top_k,
+        max_tokens=max_tokens,
+        use_cache=False if no_cache else None,
+    )
+    asker = Asker(s)
+    try:
+        if question == "-":
+            code = ExitCode.ANSWERED
+            for line in sys.stdin:
+                if line.strip():
+                    answer = asker.ask(line.strip())
+                    print_json(answer.as_dict())
+                    if not answer.answered:
+                        code = ExitCode.NOT_FOUND
+            raise typer.Exit(code)
+        if not question.strip():
+            raise typer.BadParameter("the question is empty", param_hint="QUESTION")
+        if json_out:
+            answer = asker.ask(question)
+            print_json(answer.as_dict())
+        else:
+            answer = _ask_and_show(asker, question)
+    finally:
+        asker.close()
+    raise typer.Exit(ExitCode.ANSWERED if answer.answered else ExitCode.NOT_FOUND)
+
+
+def _ask_and_show(asker, question: str):
+    """Stream the answer on a terminal, then sources and the timing line."""
+    stream = sys.stdout.isatty()
+
+    def on_text(piece: str) -> None:
+        sys.stdout.write(piece)
+        sys.stdout.flush()
+
+    answer = asker.ask(question, on_text=on_text if stream else None)
+    if stream and answer.raw_answer:
+        sys.stdout.write("\n")
+        if not answer.answered:
+            sys.stdout.write(
+                f"-> {answer.answer} (the answer above is not supported by the passages)\n"
+            )
+    else:
+        sys.stdout.write(answer.answer + "\n")
+    for h in answer.sources:
+        c = h.chunk
+        sys.stdout.write(
+            f"[{h.rank}] {display_path(c.path)}:{c.start_line}-{c.end_line} ({h.score:.2f})\n"
+        )
+    sys.stdout.flush()
+    sys.stderr.write(timing_line(answer.timings, answer.reason) + "\n")
+    return answer
+
+
+def timing_line(t: dict, reason: str) -> str:
+    if not t.get("prompt_tokens"):
+        return f"no model call ({reason.replace('_', ' ')}); retrieval {t['retrieval_ms']:.0f} ms"
+    return (
+        f"prompt {t['prompt_tokens']} tok ({t['cached_tokens']} cached, {t['cache_source']}) · "
+        f"prefill {t['prefill_tokens']} tok in {t['prefill_ms']:.0f} ms ({t['prefill_tok_s']:.0f} tok/s) · "
+        f"first token {t['ttft_ms']:.0f} ms · {t['completion_tokens']} tok at {t['decode_tok_s']:.1f} tok/s · "
+        f"total {t['total_ms'] / 1000:.1f} s"
+    )

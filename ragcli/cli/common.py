@@ -1,0 +1,119 @@
+"""What every command shares: options, settings, errors and output."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+
+from ..config import Settings, load_settings
+from ..errors import ExitCode, RagError
+
+IndexOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--index", help="Index folder (default: .rag; env RAG_INDEX).", show_default=False
+    ),
+]
+ModelOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--model",
+        help="GGUF model file (default: bundled Gemma 3 270M; env RAG_MODEL).",
+        show_default=False,
+    ),
+]
+EmbedModelOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--embed-model",
+        help="sentence-transformers model folder (default: the index's).",
+        show_default=False,
+    ),
+]
+TopKOpt = Annotated[
+    int | None,
+    typer.Option(
+        "-k", "--top-k", min=1, help="Passages to retrieve (default: 4).", show_default=False
+    ),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
+NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Do not reuse or save KV states.")]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def settings(**flags: Any) -> Settings:
+    """Settings from file and environment, with the flags the user gave on top."""
+    return load_settings({k: v for k, v in flags.items() if v is not None})
+
+
+def debug_enabled() -> bool:
+    return bool(os.environ.get("RAG_DEBUG"))
+
+
+def fail(message: str, code: int) -> typer.Exit:
+    """Print one line on stderr and return the Exit to raise."""
+    sys.stderr.write(f"rag: error: {message}\n")
+    sys.stderr.flush()
+    return typer.Exit(code)
+
+
+def warn(message: str) -> None:
+    sys.stderr.write(f"rag: warning: {message}\n")
+
+
+def handle_errors(fn: F) -> F:
+    """Turn ragcli's exceptions into one stderr line and the documented exit code."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except RagError as exc:
+            if debug_enabled():
+                raise
+            raise fail(str(exc), exc.exit_code) from None
+        except KeyboardInterrupt:
+            raise fail("interrupted", ExitCode.INTERRUPTED) from None
+        except (typer.Exit, typer.Abort):
+            raise
+        except Exception as exc:
+            if debug_enabled():
+                raise
+            message = f"unexpected {type(exc).__name__}: {exc} (rerun with --debug for details)"
+            raise fail(message, ExitCode.FAILURE) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def print_json(obj: Any) -> None:
+    sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
+    sys.stdout.flush()
+
+
+def display_path(path: str | Path) -> str:
+    """A path relative to the working folder when it lies below it."""
+    p = Path(path)
+    try:
+        return str(p.relative_to(Path.cwd()))
+    except ValueError:
+        return str(p)
+
+
+def stderr_console():
+    from rich.console import Console
+
+    return Console(stderr=True, highlight=False)
+
+
+def stdout_console():
+    from rich.console import Console
+
+    return Console(highlight=False)

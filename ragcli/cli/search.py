@@ -1,0 +1,48 @@
+"""`rag search QUERY`: the nearest passages, without the language model."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from ..errors import ExitCode
+from .common import IndexOpt, JsonOpt, TopKOpt, display_path, handle_errors, print_json, settings
+
+
+@handle_errors
+def search_command(
+    query: Annotated[str, typer.Argument(help="What to look for.", show_default=False)],
+    top_k: TopKOpt = None,
+    index: IndexOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Print the top-k passages for QUERY with their sources and scores."""
+    from ..retrieval import Retriever
+
+    s = settings(index_dir=index, top_k=top_k)
+    retriever = Retriever(s)
+    try:
+        result = retriever.search(query, s.top_k)
+    finally:
+        retriever.close()
+    if json_out:
+        print_json(
+            {
+                "query": query,
+                "results": [h.as_dict() for h in result.hits],
+                "timings": {
+                    "embed_ms": round(result.embed_ms, 2),
+                    "search_ms": round(result.search_ms, 2),
+                },
+            }
+        )
+    else:
+        for h in result.hits:
+            c = h.chunk
+            typer.echo(
+                f"[{h.rank}] {display_path(c.path)}:{c.start_line}-{c.end_line}  score {h.score:.3f}"
+            )
+            typer.echo("    " + " ".join(c.text.split())[:300])
+    if not result.hits:
+        raise typer.Exit(ExitCode.NOT_FOUND)

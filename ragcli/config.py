@@ -1,0 +1,143 @@
+"""Settings: defaults, then a TOML file, then environment, then flags.
+
+All sources are validated once, into one frozen dataclass, so that a typo in
+a key or a wrong type is an error at start-up instead of a setting that is
+silently ignored.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigError
+
+DEFAULT_EMBED_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+
+
+def _default_cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "ragcli"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything a run can be configured with; see README "Settings"."""
+
+    index_dir: Path = Path(".rag")
+    model: Path | None = None  # a GGUF file; None means the bundled Gemma 3 270M
+    embed_model: str | None = (
+        None  # None: the index's own model (DEFAULT_EMBED_MODEL for a new one)
+    )
+    top_k: int = 4
+    chunk_tokens: int = 200
+    chunk_overlap: int = 40
+    n_ctx: int = 4096
+    n_batch: int = 512
+    n_threads: int = 0  # 0: one per core
+    max_tokens: int = 48
+    min_score: float = 0.30  # best retrieval score below this: "I don't know" without the model
+    min_support: float = 0.5  # share of answer words that must occur in the passages
+    cache_dir: Path = field(default_factory=_default_cache_dir)
+    cache_max_bytes: int = 1 << 30
+    use_cache: bool = True
+
+    def __post_init__(self) -> None:
+        positive = ("top_k", "chunk_tokens", "n_ctx", "n_batch", "max_tokens", "cache_max_bytes")
+        for name in positive:
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"setting {name} must be positive, got {getattr(self, name)}")
+        if not 0 <= self.chunk_overlap < self.chunk_tokens:
+            raise ConfigError("setting chunk_overlap must be >= 0 and smaller than chunk_tokens")
+        if self.n_threads < 0:
+            raise ConfigError("setting n_threads must be >= 0")
+        if not -1.0 <= self.min_score <= 1.0:
+            raise ConfigError("setting min_score must lie between -1 and 1")
+        if not 0.0 <= self.min_support <= 1.0:
+            raise ConfigError("setting min_support must lie between 0 and 1")
+
+    @property
+    def threads(self) -> int:
+        return self.n_threads or os.cpu_count() or 1
+
+    def replace(self, **changes: Any) -> Settings:
+        """A copy with the given (already validated) changes; None values are skipped."""
+        return dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+
+_FIELDS = {f.name: f for f in dataclasses.fields(Settings)}
+_ENV = {
+    "RAG_INDEX": "index_dir",
+    "RAG_MODEL": "model",
+    "RAG_EMBED_MODEL": "embed_model",
+    "RAG_CACHE_DIR": "cache_dir",
+}
+
+
+def _coerce(name: str, value: Any, source: str) -> Any:
+    """Turn a raw value from TOML or the environment into the field's type."""
+    kind = str(_FIELDS[name].type)
+    try:
+        if "Path" in kind:
+            return Path(os.path.expanduser(str(value)))
+        if kind == "bool":
+            if isinstance(value, bool):
+                return value
+            if str(value).lower() in ("1", "true", "yes", "on"):
+                return True
+            if str(value).lower() in ("0", "false", "no", "off"):
+                return False
+            raise ValueError(value)
+        if kind == "int":
+            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+                raise ValueError(value)
+            return int(value)
+        if kind == "float":
+            if isinstance(value, bool):
+                raise ValueError(value)
+            return float(value)
+        if not isinstance(value, str):
+            raise ValueError(value)
+        return value  # str and "str | None" fields
+    except ValueError:
+        raise ConfigError(f"{source}: {name} = {value!r} is not a valid {kind}") from None
+
+
+def config_path() -> Path:
+    """The settings file: $RAG_CONFIG, else $XDG_CONFIG_HOME/ragcli/config.toml."""
+    if env := os.environ.get("RAG_CONFIG"):
+        return Path(env)
+    base = os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config"
+    return Path(base) / "ragcli" / "config.toml"
+
+
+def load_settings(overrides: dict[str, Any] | None = None, path: Path | None = None) -> Settings:
+    """Merge defaults, the TOML file, RAG_* variables and flag overrides; validate."""
+    values: dict[str, Any] = {}
+    path = path or config_path()
+    if path.is_file():
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"{path}: not valid TOML ({exc})") from None
+        for key, raw in data.items():
+            if key not in _FIELDS:
+                known = ", ".join(sorted(_FIELDS))
+                raise ConfigError(f"{path}: unknown setting {key!r} (known: {known})")
+            values[key] = _coerce(key, raw, str(path))
+    elif "RAG_CONFIG" in os.environ:
+        raise ConfigError(f"RAG_CONFIG names {path}, which is not a file")
+    for var, key in _ENV.items():
+        if os.environ.get(var):
+            values[key] = _coerce(key, os.environ[var], var)
+    for key, raw in (overrides or {}).items():
+        if raw is None:
+            continue
+        if key not in _FIELDS:
+            raise ConfigError(f"unknown setting {key!r}")
+        values[key] = _coerce(key, raw, f"--{key.replace('_', '-')}")
+    return Settings(**values)

@@ -1,0 +1,59 @@
+"""Exit codes and the exceptions that map to them.
+
+Every failure a user can cause or fix is a ``RagError`` subclass; the CLI
+prints its message as one line on stderr and exits with its code, so scripts
+can branch on the code the way they do with grep.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    """Documented process exit codes (see README)."""
+
+    ANSWERED = 0
+    NOT_FOUND = 1  # no answer in the documents ("I don't know")
+    USAGE = 2  # bad arguments, bad input files, bad settings
+    INDEX_OR_MODEL = 3  # missing, broken or mismatched index or model
+    FAILURE = 4  # anything unexpected: a bug; --debug shows the traceback
+    INTERRUPTED = 130
+
+
+class RagError(Exception):
+    """Base class: a failure with a one-line message and an exit code."""
+
+    exit_code: ExitCode = ExitCode.USAGE
+
+
+class UsageError(RagError):
+    """The user asked for something that cannot be done as stated."""
+
+
+class ConfigError(UsageError):
+    """A settings file, environment variable or flag has a bad key or value."""
+
+
+class IndexMissingError(RagError):
+    exit_code = ExitCode.INDEX_OR_MODEL
+
+
+class IndexCorruptError(RagError):
+    exit_code = ExitCode.INDEX_OR_MODEL
+
+
+class IndexMismatchError(RagError):
+    """The index was built with other settings (embedding model, chunking)."""
+
+    exit_code = ExitCode.INDEX_OR_MODEL
+
+
+class IndexLockedError(RagError):
+    exit_code = ExitCode.INDEX_OR_MODEL
+
+
+class ModelError(RagError):
+    """A model file is missing, unreadable or not a usable GGUF."""
+
+    exit_code = ExitCode.INDEX_OR_MODEL

@@ -1,0 +1,297 @@
+"""Run a prompt through llama.cpp: prefill with prefix reuse, then greedy decode.
+
+We drive ``llama_decode`` ourselves instead of ``Llama.create_completion`` so
+that we decide which tokens are evaluated: the KV cache of the longest common
+prefix is kept between questions in one process, and can be restored from
+disk (:mod:`ragcli.cache`) in a new one. Prefill, the cost that grows with
+prompt length, is timed on its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import logging
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
+
+from .errors import ModelError
+from .models import GenerationModel
+from .prompt import Prompt
+
+if TYPE_CHECKING:
+    from .cache import PrefixCache
+
+OnText = Callable[[str], None]
+
+
+@dataclass
+class Timings:
+    """Where the time of one answer went (milliseconds unless named otherwise)."""
+
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    cache_source: str = "none"  # live (this process), disk (prefix cache) or none
+    prefill_tokens: int = 0
+    prefill_ms: float = 0.0
+    prefill_tok_s: float = 0.0
+    state_load_ms: float = 0.0
+    state_save_ms: float = 0.0
+    ttft_ms: float = 0.0
+    completion_tokens: int = 0
+    decode_ms: float = 0.0
+    decode_tok_s: float = 0.0
+    total_ms: float = 0.0
+
+    def as_dict(self) -> dict[str, float | int | str]:
+        return {k: round(v, 2) if isinstance(v, float) else v for k, v in asdict(self).items()}
+
+
+@dataclass
+class Generation:
+    text: str
+    timings: Timings
+
+
+def common_prefix(a: list[int], b: list[int]) -> int:
+    n = min(len(a), len(b))
+    for i in range(n):
+        if a[i] != b[i]:
+            return i
+    return n
+
+
+class LlamaEngine:
+    """One loaded GGUF model and context; answers prompts one at a time."""
+
+    def __init__(
+        self,
+        model: GenerationModel,
+        n_ctx: int = 4096,
+        n_batch: int = 512,
+        n_threads: int = 0,
+        cache: PrefixCache | None = None,
+    ) -> None:
+        import llama_cpp
+
+        self._lib = llama_cpp
+        self.model = model
+        self.cache = cache
+        threads = n_threads or os.cpu_count() or 1
+        try:
+            with _quiet_native_logs():
+                self.llm = llama_cpp.Llama(
+                    model_path=str(model.path),
+                    n_ctx=n_ctx,
+                    n_batch=n_batch,
+                    n_ubatch=n_batch,
+                    n_threads=threads,
+                    n_threads_batch=threads,
+                    verbose=False,
+                    # Sliding-window layers (Gemma 3) drop old positions unless the
+                    # full cache is kept, and then a prefix cannot be trimmed and reused.
+                    swa_full=True,
+                )
+        except (ValueError, RuntimeError) as exc:
+            raise ModelError(f"cannot load model {model.path}: {exc}") from None
+        # llama.cpp reports warnings at a level llama-cpp-python maps to ERROR;
+        # they are not ours to show. RAG_DEBUG=1 keeps them.
+        if not os.environ.get("RAG_DEBUG"):
+            logging.getLogger("llama-cpp-python").setLevel(logging.CRITICAL + 1)
+        self.ctx = self.llm.ctx
+        self.n_ctx = llama_cpp.llama_n_ctx(self.ctx)
+        self.n_batch = llama_cpp.llama_n_batch(self.ctx)
+        self.n_vocab = self.llm.n_vocab()
+        self._vocab = llama_cpp.llama_model_get_vocab(self.llm.model)
+        self._mem = llama_cpp.llama_get_memory(self.ctx)
+        self._batch = llama_cpp.llama_batch_init(self.n_batch, 0, 1)
+        for i in range(self.n_batch):
+            self._batch.n_seq_id[i] = 1
+            self._batch.seq_id[i][0] = 0
+        self.kv_tokens: list[int] = []  # tokens whose keys and values are in the cache
+        meta = self.llm.metadata
+        self.chat_template = meta.get("tokenizer.chat_template")  # base models have none
+        self.bos = self._piece(self.llm.token_bos())
+        self.eos = self._piece(self.llm.token_eos())
+
+    # -- tokens ----------------------------------------------------------
+    def _piece(self, token: int) -> str:
+        if token < 0:
+            return ""
+        return self.llm.detokenize([token], special=True).decode("utf-8", "replace")
+
+    def tokenize(self, prompt: Prompt) -> list[int]:
+        """Segments are tokenized apart, so a shared segment always has the same tokens."""
+        tokens: list[int] = []
+        for i, seg in enumerate(prompt.segments):
+            if seg:
+                tokens += self.llm.tokenize(seg.encode("utf-8"), add_bos=(i == 0), special=True)
+        return tokens
+
+    def segment_ends(self, prompt: Prompt) -> list[int]:
+        """Token counts at the end of each segment: where cached states are cut."""
+        ends, total = [], 0
+        for i, seg in enumerate(prompt.segments):
+            if seg:
+                total += len(self.llm.tokenize(seg.encode("utf-8"), add_bos=(i == 0), special=True))
+            ends.append(total)
+        return ends
+
+    # -- low level -------------------------------------------------------
+    def _decode(self, tokens: list[int], start: int) -> None:
+        """Evaluate tokens at positions start..; logits for the last one only."""
+        b = self._batch
+        for off in range(0, len(tokens), self.n_batch):
+            part = tokens[off : off + self.n_batch]
+            for i, tok in enumerate(part):
+                b.token[i] = tok
+                b.pos[i] = start + off + i
+                b.logits[i] = 0
+            b.logits[len(part) - 1] = off + len(part) == len(tokens)
+            b.n_tokens = len(part)
+            rc = self._lib.llama_decode(self.ctx, b)
+            if rc != 0:
+                raise ModelError(f"llama_decode failed with code {rc}")
+        self.kv_tokens = self.kv_tokens[:start] + list(tokens)
+
+    def _argmax(self) -> int:
+        import numpy as np
+
+        ptr = self._lib.llama_get_logits_ith(self.ctx, -1)
+        return int(np.argmax(np.ctypeslib.as_array(ptr, shape=(self.n_vocab,))))
+
+    def trim(self, keep: int) -> int:
+        """Drop cached positions from ``keep`` on; returns how many remain."""
+        if keep < len(self.kv_tokens):
+            if not self._lib.llama_memory_seq_rm(self._mem, 0, keep, -1):
+                self._lib.llama_memory_clear(self._mem, True)
+                keep = 0
+            self.kv_tokens = self.kv_tokens[:keep]
+        return len(self.kv_tokens)
+
+    def save_state(self) -> bytes:
+        """KV state of sequence 0 (keys and values only: no logits buffer)."""
+        size = self._lib.llama_state_seq_get_size(self.ctx, 0)
+        buf = (ctypes.c_uint8 * size)()
+        n = self._lib.llama_state_seq_get_data(self.ctx, buf, size, 0)
+        if n == 0:
+            raise ModelError("llama_state_seq_get_data failed")
+        return ctypes.string_at(buf, n)
+
+    def load_state(self, data: bytes, tokens: list[int]) -> bool:
+        """Restore a saved prefix state for ``tokens``; False leaves an empty cache."""
+        self._lib.llama_memory_clear(self._mem, True)
+        self.kv_tokens = []
+        buf = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
+        if self._lib.llama_state_seq_set_data(self.ctx, buf, len(data), 0) != len(data):
+            self._lib.llama_memory_clear(self._mem, True)
+            return False
+        if self._lib.llama_memory_seq_pos_max(self._mem, 0) != len(tokens) - 1:
+            self._lib.llama_memory_clear(self._mem, True)
+            return False
+        self.kv_tokens = list(tokens)
+        return True
+
+    # -- generation ------------------------------------------------------
+    def generate(
+        self,
+        prompt: Prompt,
+        max_tokens: int = 48,
+        on_text: OnText | None = None,
+        use_cache: bool = True,
+    ) -> Generation:
+        """Greedy completion of ``prompt``; streams text through ``on_text``."""
+        t = Timings()
+        started = time.perf_counter()
+        tokens = self.tokenize(prompt)
+        t.prompt_tokens = len(tokens)
+        if len(tokens) + max_tokens > self.n_ctx:
+            raise ModelError(
+                f"prompt of {len(tokens)} tokens plus {max_tokens} to generate exceeds the "
+                f"context of {self.n_ctx}; lower -k or raise n_ctx"
+            )
+        # Reuse what is cached: at least one token must be evaluated for logits.
+        ends = self.segment_ends(prompt)
+        live = self.trim(common_prefix(self.kv_tokens, tokens[:-1]) if use_cache else 0)
+        t.cached_tokens, t.cache_source = live, "live" if live else "none"
+        cache = self.cache if use_cache else None
+        if cache is not None:
+            restored = cache.restore(self, tokens, ends, better_than=live)
+            if restored:
+                t.cached_tokens, t.cache_source = restored.tokens, "disk"
+                t.state_load_ms = restored.ms
+            elif len(self.kv_tokens) < live:  # a state llama.cpp refused cleared the cache
+                t.cached_tokens, t.cache_source = 0, "none"
+        t.prefill_tokens = len(tokens) - t.cached_tokens
+        # Prefill segment by segment, saving the state at each boundary the
+        # disk cache does not have yet.
+        pos = t.cached_tokens
+        for end in [*ends[:-1], len(tokens)]:
+            if end <= pos:
+                continue
+            t0 = time.perf_counter()
+            self._decode(tokens[pos:end], pos)
+            t.prefill_ms += (time.perf_counter() - t0) * 1000
+            pos = end
+            if cache is not None and end < len(tokens):
+                t.state_save_ms += cache.save(self, tokens[:end])
+        t.prefill_tok_s = t.prefill_tokens / max(t.prefill_ms / 1000, 1e-9)
+
+        out: list[int] = []
+        text, emitted = "", 0
+        hold = max((len(s) for s in prompt.stop), default=0)
+        t_decode = time.perf_counter()
+        for _ in range(max_tokens):
+            tok = self._argmax()
+            if not out:
+                t.ttft_ms = (time.perf_counter() - started) * 1000
+            if self._lib.llama_vocab_is_eog(self._vocab, tok):
+                break
+            out.append(tok)
+            text = self.llm.detokenize(out).decode("utf-8", "ignore")
+            cut = min((i for s in prompt.stop if (i := text.find(s)) >= 0), default=-1)
+            if cut >= 0:
+                text = text[:cut]
+                break
+            if on_text and len(text) - hold > emitted:
+                on_text(text[emitted : len(text) - hold])
+                emitted = len(text) - hold
+            self._decode([tok], len(self.kv_tokens))
+        if on_text and len(text) > emitted:
+            on_text(text[emitted:])
+        t.completion_tokens = len(out)
+        t.decode_ms = (time.perf_counter() - t_decode) * 1000
+        t.decode_tok_s = len(out) / max(t.decode_ms / 1000, 1e-9)
+        t.total_ms = (time.perf_counter() - started) * 1000
+        return Generation(text=text, timings=t)
+
+    def close(self) -> None:
+        if self._batch is not None:
+            self._lib.llama_batch_free(self._batch)
+            self._batch = None
+        self.llm.close()
+
+
+@contextlib.contextmanager
+def _quiet_native_logs() -> Iterator[None]:
+    """Silence what llama.cpp's C code writes to stderr while a model loads.
+
+    Load failures still surface, as the exception llama-cpp-python raises.
+    """
+    if os.environ.get("RAG_DEBUG"):
+        yield
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
