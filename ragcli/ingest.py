@@ -162,6 +162,7 @@ _VOID = frozenset(
         "param",
     }
 )
+_HEADINGS = frozenset({"h1", "h2", "h3", "h4", "h5", "h6"})
 _BLOCK = frozenset(
     {
         "p",
@@ -221,6 +222,10 @@ class _VisibleText(HTMLParser):
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if tag in _BLOCK:
             self._break()
+        if tag in _HEADINGS and not self._skipping() and self.lines and self.lines[-1]:
+            # A blank line before each heading: passages then prefer to end there.
+            self.lines.append("")
+            self.line_map.append(self.getpos()[0])
         if tag in _VOID:
             return
         marks = " ".join(v or "" for k, v in attrs if k in ("class", "id", "role")).lower()

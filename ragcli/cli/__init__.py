@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from .. import __version__
-from . import ask, cache, index, search
+from . import ask, cache, evaluate, index, search
 
 app = typer.Typer(
     name="rag",
@@ -43,6 +43,7 @@ def main_options(
 app.command("index")(index.index_command)
 app.command("search")(search.search_command)
 app.command("ask")(ask.ask_command)
+app.command("eval")(evaluate.eval_command)
 app.add_typer(cache.app, name="cache")
 
 

@@ -1,0 +1,520 @@
+"""Benchmarks behind `rag bench`: where prefill time goes, and what the KV cache saves.
+
+``prefill_sweep`` times prompt evaluation at growing lengths three ways (cold
+through ragcli's engine, bare ``llama_decode`` with no ragcli code in the
+loop, and restored from a saved prefix state) and fits t = a + b*L + c*L^2,
+so the length where attention's quadratic term overtakes the linear one can
+be read off. ``run_workload`` answers a question file in fresh processes with
+the prefix cache off and on, as a user would, and checks the answers agree.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .config import Settings
+from .errors import ModelError, RagError, UsageError
+
+if TYPE_CHECKING:
+    from .generation import LlamaEngine
+
+MIN_LENGTH = 64
+CACHED_SUFFIX = 32  # tokens prefilled after a restored prefix in the "cached" column
+CTX_MARGIN = 16  # the longest prompt leaves this many positions free
+
+
+# -- prefill sweep -----------------------------------------------------------
+@dataclass
+class Stat:
+    """Median time of one way of prefilling L tokens, and the rates it implies."""
+
+    ms: float
+    tok_s: float
+    ms_per_token: float
+
+    @classmethod
+    def of(cls, samples_ms: list[float], tokens: int) -> Stat:
+        ms = statistics.median(samples_ms)
+        return cls(ms, tokens / max(ms / 1000, 1e-9), ms / tokens)
+
+
+@dataclass
+class PrefillRow:
+    """One prompt length: cold (engine), bare llama_decode, and cached prefix + suffix."""
+
+    tokens: int
+    cold: Stat
+    bare: Stat
+    cached: Stat  # rates are effective: all L tokens over load + suffix prefill
+    cached_load_ms: float
+    cached_prefix_tokens: int
+
+    @property
+    def overhead_pct(self) -> float:
+        """What ragcli's batch filling adds over bare llama_decode."""
+        return (self.cold.ms / self.bare.ms - 1) * 100 if self.bare.ms > 0 else 0.0
+
+
+@dataclass
+class Fit:
+    """Least-squares t_ms = a + b*L + c*L^2 over the cold medians."""
+
+    a: float
+    b: float
+    c: float
+    degree: int
+    r2: float
+    l_star: float | None  # b/c: where c*L^2 equals b*L; None when c <= 0
+    note: str
+
+
+@dataclass
+class PrefillReport:
+    model: str
+    n_ctx: int
+    n_batch: int
+    n_threads: int
+    reps: int
+    rows: list[PrefillRow]
+    fit: Fit
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        for row, out in zip(self.rows, d["rows"], strict=True):
+            out["overhead_pct"] = round(row.overhead_pct, 2)
+        return _rounded(d)
+
+
+def _rounded(obj: Any) -> Any:
+    if isinstance(obj, float):
+        return float(f"{obj:.6g}")
+    if isinstance(obj, dict):
+        return {k: _rounded(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_rounded(v) for v in obj]
+    return obj
+
+
+def sweep_lengths(max_len: int, n_ctx: int) -> list[int]:
+    """64, 128, 256, ... up to min(max_len, n_ctx - 16), ending on that limit."""
+    limit = min(max_len, n_ctx - CTX_MARGIN)
+    if limit < MIN_LENGTH:
+        raise UsageError(
+            f"the sweep needs prompts of at least {MIN_LENGTH} tokens "
+            f"(max length {max_len}, context {n_ctx})"
+        )
+    out, n = [], MIN_LENGTH
+    while n <= limit:
+        out.append(n)
+        n *= 2
+    if out[-1] < limit and max_len >= n_ctx - CTX_MARGIN:
+        out.append(limit)  # the longest prompt the context takes
+    return out
+
+
+def sample_text() -> str:
+    """Real prose to tokenize: the demo corpus in a checkout, else ragcli's own source."""
+    root = Path(__file__).resolve().parent
+    corpus = root.parent / "corpora"
+    files = sorted(p for p in corpus.rglob("*") if p.is_file()) if corpus.is_dir() else []
+    if not files:
+        files = sorted(root.rglob("*.py"))
+    return "\n\n".join(p.read_text(encoding="utf-8", errors="replace") for p in files)
+
+
+def bench_tokens(engine: LlamaEngine, n: int, text: str | None = None) -> list[int]:
+    """``n`` token ids of real text, BOS first, the text repeated as needed."""
+    body = engine.llm.tokenize((text or sample_text()).encode("utf-8"), add_bos=False)
+    if not body:
+        raise UsageError("no text to build benchmark prompts from")
+    bos = engine.llm.token_bos()
+    tokens = [bos] if bos >= 0 else []
+    while len(tokens) < n:
+        tokens += body
+    return tokens[:n]
+
+
+def _timed(fn: Callable[[], object]) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return (time.perf_counter() - t0) * 1000
+
+
+def _bare_prefill(engine: LlamaEngine, arr: ctypes.Array, n: int) -> float:
+    """Clear the KV memory, then time plain llama_decode over batches of n_batch.
+
+    ``llama_batch_get_one`` lets llama.cpp number positions and output logits
+    for the last token of each batch (one row per batch more than the engine
+    computes: negligible next to the batch itself).
+    """
+    import llama_cpp as lib
+
+    mem = lib.llama_get_memory(engine.ctx)
+    lib.llama_memory_clear(mem, True)
+    engine.kv_tokens = []  # the engine's record must match the memory we cleared
+    size = ctypes.sizeof(lib.llama_token)
+    ptr_type = ctypes.POINTER(lib.llama_token)
+    base = ctypes.addressof(arr)
+    ctx, step = engine.ctx, engine.n_batch
+    parts = [
+        (ctypes.cast(base + off * size, ptr_type), min(step, n - off)) for off in range(0, n, step)
+    ]
+    t0 = time.perf_counter()
+    for ptr, k in parts:
+        rc = lib.llama_decode(ctx, lib.llama_batch_get_one(ptr, k))
+        if rc != 0:
+            raise ModelError(f"llama_decode failed with code {rc}")
+    ms = (time.perf_counter() - t0) * 1000
+    lib.llama_memory_clear(mem, True)
+    return ms
+
+
+def fit_quadratic(lengths: list[int], ms: list[float], n_ctx: int) -> Fit:
+    """Fit the cold prefill times; fewer than three lengths only support a line."""
+    import numpy as np
+
+    x, y = np.asarray(lengths, dtype=float), np.asarray(ms, dtype=float)
+    degree = min(2, len(set(lengths)) - 1)
+    if degree < 1:
+        return Fit(float(y.mean()), 0.0, 0.0, 0, 1.0, None, "one length: nothing to fit")
+    coef = np.polyfit(x, y, degree)
+    c, b, a = ([0.0] * (3 - len(coef)) + [float(v) for v in coef])[-3:]
+    pred = np.polyval(coef, x)
+    ss_tot = float(((y - y.mean()) ** 2).sum())
+    r2 = 1 - float(((y - pred) ** 2).sum()) / ss_tot if ss_tot > 0 else 1.0
+    if degree < 2:
+        return Fit(a, b, c, degree, r2, None, "two lengths: linear fit only, sweep further for c")
+    if c <= 0:
+        note = "c <= 0: no quadratic growth measured, attention never dominates (beyond n_ctx)"
+        return Fit(a, b, c, degree, r2, None, note)
+    l_star = b / c
+    if b <= 0:
+        note = "b <= 0: the linear term is lost in noise, L* is not meaningful"
+    elif l_star > n_ctx:
+        note = f"L* = {l_star:.0f} is beyond n_ctx ({n_ctx}): per-token work dominates"
+    else:
+        note = f"the attention term c*L^2 overtakes b*L above {l_star:.0f} tokens"
+    return Fit(a, b, c, degree, r2, l_star, note)
+
+
+def prefill_sweep(
+    settings: Settings,
+    max_len: int = 2048,
+    reps: int = 3,
+    progress: Callable[[str], None] | None = None,
+) -> PrefillReport:
+    """Time prefill of growing prompts: engine path, bare llama_decode, cached prefix."""
+    from .generation import LlamaEngine
+    from .models import generation_model
+
+    if reps < 1:
+        raise UsageError("--reps must be at least 1")
+    model = generation_model(settings.model, settings.cache_dir)
+    engine = LlamaEngine(model, settings.n_ctx, settings.n_batch, settings.threads)
+    try:
+        lengths = sweep_lengths(max_len, engine.n_ctx)
+        tokens = bench_tokens(engine, lengths[-1])
+        arr = (engine._lib.llama_token * len(tokens))(*tokens)
+        engine._decode(tokens[:MIN_LENGTH], 0)  # warm-up: first-call allocations are not prefill
+        rows = []
+        for n in lengths:
+            if progress:
+                progress(f"{n} tokens")
+            prefix, suffix = tokens[: n - CACHED_SUFFIX], tokens[n - CACHED_SUFFIX : n]
+            engine.trim(0)
+            engine._decode(prefix, 0)
+            state = engine.save_state()
+            cold, bare, load, cached = [], [], [], []
+            for _ in range(reps):  # interleaved, so background load hits all three alike
+                engine.trim(0)
+                cold.append(_timed(lambda n=n: engine._decode(tokens[:n], 0)))
+                bare.append(_bare_prefill(engine, arr, n))
+                engine.trim(0)
+                t0 = time.perf_counter()
+                if not engine.load_state(state, prefix):
+                    raise ModelError("llama.cpp refused a state it had just saved")
+                t1 = time.perf_counter()
+                engine._decode(suffix, len(prefix))
+                t2 = time.perf_counter()
+                load.append((t1 - t0) * 1000)
+                cached.append((t2 - t0) * 1000)
+            rows.append(
+                PrefillRow(
+                    n,
+                    Stat.of(cold, n),
+                    Stat.of(bare, n),
+                    Stat.of(cached, n),
+                    statistics.median(load),
+                    len(prefix),
+                )
+            )
+        fit = fit_quadratic(lengths, [r.cold.ms for r in rows], engine.n_ctx)
+        return PrefillReport(
+            model.name, engine.n_ctx, engine.n_batch, settings.threads, reps, rows, fit
+        )
+    finally:
+        engine.close()
+
+
+def check_plotting() -> None:
+    """Fail before a long run when the plot could not be drawn."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise UsageError("--plot needs matplotlib: pip install 'ragcli[plot]'") from None
+
+
+def plot_prefill(report: PrefillReport, path: Path) -> Path:
+    """Draw prefill ms against prompt length (log-log) for the three ways."""
+    check_plotting()
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    x = [r.tokens for r in report.rows]
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    ax.plot(x, [r.cold.ms for r in report.rows], "o-", label="cold (ragcli engine)")
+    ax.plot(x, [r.bare.ms for r in report.rows], "s--", label="bare llama_decode")
+    ax.plot(
+        x,
+        [r.cached.ms for r in report.rows],
+        "^-",
+        label=f"cached prefix + last {CACHED_SUFFIX} tokens",
+    )
+    f = report.fit
+    if f.degree >= 1:
+        import numpy as np
+
+        xs = np.geomspace(min(x), max(x), 100)
+        ax.plot(xs, f.a + f.b * xs + f.c * xs**2, ":", color="gray", label="fit a + bL + cL²")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("prompt length L (tokens)")
+    ax.set_ylabel("prefill time (ms, median)")
+    ax.set_title(
+        f"Prefill time vs prompt length — {report.model}\n"
+        f"n_ctx {report.n_ctx}, n_batch {report.n_batch}, {report.n_threads} threads, "
+        f"{report.reps} reps"
+    )
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+# -- workload ----------------------------------------------------------------
+def read_questions(path: Path) -> list[str]:
+    """Questions from a text file (one a line; # comments) or JSONL with a ``question`` field."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read questions from {path}: {exc}") from None
+    lines = [(i, ln.strip()) for i, ln in enumerate(text.splitlines(), 1) if ln.strip()]
+    jsonl = path.suffix.lower() in (".jsonl", ".ndjson") or (
+        bool(lines) and lines[0][1].startswith("{")
+    )
+    out = []
+    for i, line in lines:
+        if jsonl:
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise UsageError(f"{path}:{i}: not JSON ({exc.msg})") from None
+            q = obj.get("question") if isinstance(obj, dict) else None
+            if not isinstance(q, str) or not q.strip():
+                raise UsageError(f'{path}:{i}: no "question" string')
+            out.append(q.strip())
+        elif not line.startswith("#"):
+            out.append(line)
+    if not out:
+        raise UsageError(f"no questions in {path}")
+    return out
+
+
+TIMING_KEYS = (
+    "ttft_ms",
+    "prompt_tokens",
+    "cached_tokens",
+    "prefill_ms",
+    "cache_source",
+    "total_ms",
+)
+
+
+@dataclass
+class QuestionRun:
+    """One `rag ask --json` process."""
+
+    answer: str
+    raw_answer: str
+    reason: str
+    wall_ms: float
+    timings: dict[str, Any]
+
+    @property
+    def used_model(self) -> bool:
+        return int(self.timings.get("prompt_tokens") or 0) > 0
+
+
+@dataclass
+class PassSummary:
+    """One pass over the questions (cache off or on)."""
+
+    name: str
+    questions: int
+    model_questions: int  # prompt_tokens > 0
+    no_model_questions: int  # answered "I don't know" before the model
+    ttft_mean_ms: float
+    ttft_median_ms: float
+    wall_mean_ms: float  # whole process, as the user waits for it
+    total_mean_ms: float  # ask's own total_ms
+    prompt_tokens: int
+    cached_tokens: int
+    cached_share: float
+
+
+@dataclass
+class WorkloadReport:
+    index_dir: str
+    questions: list[str]
+    off: PassSummary
+    on: PassSummary
+    answers_differ: int
+    per_question: list[dict[str, Any]] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return _rounded(asdict(self))
+
+
+def summarize(name: str, runs: list[QuestionRun]) -> PassSummary:
+    """Means and medians over one pass; TTFT and cache share only where the model ran."""
+    model = [r for r in runs if r.used_model]
+    ttft = [float(r.timings["ttft_ms"]) for r in model]
+    prompt = sum(int(r.timings["prompt_tokens"]) for r in model)
+    cached = sum(int(r.timings.get("cached_tokens") or 0) for r in model)
+    return PassSummary(
+        name=name,
+        questions=len(runs),
+        model_questions=len(model),
+        no_model_questions=len(runs) - len(model),
+        ttft_mean_ms=statistics.fmean(ttft) if ttft else 0.0,
+        ttft_median_ms=statistics.median(ttft) if ttft else 0.0,
+        wall_mean_ms=statistics.fmean(r.wall_ms for r in runs) if runs else 0.0,
+        total_mean_ms=statistics.fmean(float(r.timings["total_ms"]) for r in runs) if runs else 0.0,
+        prompt_tokens=prompt,
+        cached_tokens=cached,
+        cached_share=cached / prompt if prompt else 0.0,
+    )
+
+
+def _cache_dir_for_pass(root: Path, name: str, shared: Path) -> Path:
+    """A fresh cache folder that still sees the assembled model and file digests.
+
+    Without them every pass would first rebuild the default GGUF, and the
+    first question would pay for it.
+    """
+    d = root / name
+    d.mkdir()
+    for sub in ("models", "digests"):
+        src = shared / sub
+        if src.is_dir():
+            (d / sub).symlink_to(src, target_is_directory=True)
+    return d
+
+
+def ask_in_process(question: str, index_dir: Path, cache_dir: Path, use_cache: bool) -> QuestionRun:
+    """Run `python -m ragcli ask --json` as a new process, as a script would."""
+    cmd = [sys.executable, "-m", "ragcli", "ask", "--json", "--index", str(index_dir)]
+    if not use_cache:
+        cmd.append("--no-cache")
+    cmd += ["--", question]
+    env = {**os.environ, "RAG_CACHE_DIR": str(cache_dir)}
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    wall = (time.perf_counter() - t0) * 1000
+    if proc.returncode not in (0, 1):  # 1 is "I don't know", still an answer
+        last = (proc.stderr.strip().splitlines() or ["no message"])[-1]
+        raise RagError(f"rag ask failed (exit {proc.returncode}) on {question!r}: {last}")
+    try:
+        data = json.loads(proc.stdout.strip().splitlines()[-1])
+    except (json.JSONDecodeError, IndexError):
+        raise RagError(f"rag ask printed no JSON for {question!r}") from None
+    return QuestionRun(
+        answer=data["answer"],
+        raw_answer=data.get("raw_answer", ""),
+        reason=data.get("reason", ""),
+        wall_ms=wall,
+        timings={k: data["timings"].get(k) for k in TIMING_KEYS},
+    )
+
+
+def run_workload(
+    questions: list[str],
+    settings: Settings,
+    docs: Path | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> WorkloadReport:
+    """Answer each question in a fresh process with the prefix cache off, then on.
+
+    The two runs of a question are back to back so background load hits both
+    alike; the "on" pass starts from an empty cache folder, so it includes
+    the cost of filling it.
+    """
+    from .models import generation_model
+    from .store import IndexStore
+
+    index_dir = settings.index_dir
+    if docs is not None:
+        from .indexing import build_index
+
+        if progress:
+            progress(f"indexing {docs}")
+        build_index([docs], settings)
+    IndexStore.open(index_dir).close()  # a clear error now, not one per process
+    generation_model(settings.model, settings.cache_dir)  # assembled once, outside the timing
+    qs = [q for q in questions if q != "-"]
+    off_runs, on_runs, per_q = [], [], []
+    with tempfile.TemporaryDirectory(prefix="rag-bench-") as tmp:
+        root = Path(tmp)
+        off_dir = _cache_dir_for_pass(root, "off", settings.cache_dir)
+        on_dir = _cache_dir_for_pass(root, "on", settings.cache_dir)
+        for i, q in enumerate(qs, 1):
+            if progress:
+                progress(f"question {i}/{len(qs)}")
+            off = ask_in_process(q, index_dir, off_dir, use_cache=False)
+            on = ask_in_process(q, index_dir, on_dir, use_cache=True)
+            off_runs.append(off)
+            on_runs.append(on)
+            per_q.append(
+                {
+                    "question": q,
+                    "answer_off": off.answer,
+                    "answer_on": on.answer,
+                    "same": off.answer == on.answer,
+                    "off": off.timings,
+                    "on": on.timings,
+                }
+            )
+    return WorkloadReport(
+        index_dir=str(index_dir),
+        questions=qs,
+        off=summarize("off", off_runs),
+        on=summarize("on", on_runs),
+        answers_differ=sum(not p["same"] for p in per_q),
+        per_question=per_q,
+    )

@@ -1,0 +1,184 @@
+"""`rag bench prefill|workload`: measure prefill cost and what the prompt cache saves."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ..errors import ExitCode
+from .common import (
+    IndexOpt,
+    JsonOpt,
+    ModelOpt,
+    display_path,
+    handle_errors,
+    print_json,
+    settings,
+    stderr_console,
+    stdout_console,
+)
+
+app = typer.Typer(
+    help="Benchmark prefill and the prompt (KV) cache on this machine.", no_args_is_help=True
+)
+
+
+def _progress():
+    """Status lines on stderr, so stdout stays a table or one JSON object."""
+    console = stderr_console()
+    return lambda msg: console.print(f"[dim]… {msg}[/dim]")
+
+
+@app.command("prefill")
+@handle_errors
+def prefill_command(
+    model: ModelOpt = None,
+    max_len: Annotated[
+        int,
+        typer.Option("--max-len", min=64, help="Longest prompt in tokens (capped at n_ctx-16)."),
+    ] = 2048,
+    reps: Annotated[
+        int, typer.Option("--reps", min=1, help="Repetitions per length (median).")
+    ] = 3,
+    plot: Annotated[
+        Path | None,
+        typer.Option("--plot", help="Also draw ms vs length into this PNG.", show_default=False),
+    ] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Time prefill at 64, 128, 256, ... tokens: cold, bare llama_decode, cached prefix."""
+    from ..bench import check_plotting, plot_prefill, prefill_sweep
+
+    if plot is not None:
+        check_plotting()
+    report = prefill_sweep(settings(model=model), max_len, reps, progress=_progress())
+    if plot is not None:
+        plot_prefill(report, plot)
+    if json_out:
+        out = report.as_dict()
+        if plot is not None:
+            out["plot"] = str(plot)
+        print_json(out)
+        return
+    from rich.table import Table
+
+    table = Table(
+        title=f"Prefill, {report.model} (n_ctx {report.n_ctx}, n_batch {report.n_batch}, "
+        f"{report.n_threads} threads, median of {report.reps})"
+    )
+    for col in (
+        "L",
+        "cold\nms",
+        "cold\ntok/s",
+        "cold\nms/tok",
+        "bare\nms",
+        "bare\ntok/s",
+        "ragcli\noverhead",
+        "cached\nload ms",
+        "cached\nms",
+        "cached\ntok/s",
+    ):
+        table.add_column(col, justify="right")
+    for r in report.rows:
+        table.add_row(
+            str(r.tokens),
+            f"{r.cold.ms:.0f}",
+            f"{r.cold.tok_s:.0f}",
+            f"{r.cold.ms_per_token:.2f}",
+            f"{r.bare.ms:.0f}",
+            f"{r.bare.tok_s:.0f}",
+            f"{r.overhead_pct:+.0f}%",
+            f"{r.cached_load_ms:.1f}",
+            f"{r.cached.ms:.0f}",
+            f"{r.cached.tok_s:.0f}",
+        )
+    console = stdout_console()
+    console.print(table)
+    f = report.fit
+    console.print(
+        f"fit (cold, degree {f.degree}, R² {f.r2:.3f}): t_ms = {f.a:.2f} + {f.b:.4f}·L "
+        f"+ {f.c:.3g}·L²"
+    )
+    l_star = f"{f.l_star:.0f} tokens" if f.l_star is not None else "n/a"
+    console.print(f"L* = b/c = {l_star} — {f.note}")
+    console.print(
+        "cached = restore the saved state of all but the last 32 tokens, then prefill those 32"
+    )
+    if plot is not None:
+        console.print(f"plot written to {display_path(plot)}")
+
+
+@app.command("workload")
+@handle_errors
+def workload_command(
+    questions: Annotated[
+        Path,
+        typer.Argument(
+            help="Questions: one a line, or JSONL with a 'question' field.", show_default=False
+        ),
+    ],
+    docs: Annotated[
+        Path | None,
+        typer.Option("--docs", help="Index (or update) this folder first.", show_default=False),
+    ] = None,
+    index: IndexOpt = None,
+    limit: Annotated[
+        int | None,
+        typer.Option("--limit", min=1, help="Only the first N questions.", show_default=False),
+    ] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Ask each question in a new process with the prompt cache off, then on; compare."""
+    from ..bench import read_questions, run_workload
+
+    qs = read_questions(questions)[:limit]
+    report = run_workload(qs, settings(index_dir=index), docs, progress=_progress())
+    if json_out:
+        print_json(report.as_dict())
+        _exit_on_mismatch(report.answers_differ)
+        return
+    from rich.table import Table
+
+    table = Table(
+        title=f"{len(report.questions)} questions over {display_path(report.index_dir)}, "
+        "one process each"
+    )
+    table.add_column("cache")
+    for col in (
+        "model runs",
+        "no model",
+        "TTFT mean ms",
+        "TTFT median ms",
+        "wall mean ms",
+        "ask total mean ms",
+        "prompt tok",
+        "cached tok",
+        "from cache",
+    ):
+        table.add_column(col, justify="right")
+    for p in (report.off, report.on):
+        table.add_row(
+            p.name,
+            str(p.model_questions),
+            str(p.no_model_questions),
+            f"{p.ttft_mean_ms:.0f}",
+            f"{p.ttft_median_ms:.0f}",
+            f"{p.wall_mean_ms:.0f}",
+            f"{p.total_mean_ms:.0f}",
+            str(p.prompt_tokens),
+            str(p.cached_tokens),
+            f"{p.cached_share:.0%}",
+        )
+    console = stdout_console()
+    console.print(table)
+    status = "[green]ok[/green]" if report.answers_differ == 0 else "[red]MISMATCH[/red]"
+    console.print(f"answers that differ between off and on: {report.answers_differ} {status}")
+    _exit_on_mismatch(report.answers_differ)
+
+
+def _exit_on_mismatch(differ: int) -> None:
+    """The cache must never change an answer: a difference is a bug (exit 4)."""
+    if differ:
+        raise typer.Exit(ExitCode.FAILURE)

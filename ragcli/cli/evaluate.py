@@ -1,0 +1,78 @@
+"""`rag eval QA.jsonl`: retrieval hit@k, answer accuracy and abstention on a question set."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import asdict
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from .common import (
+    IndexOpt,
+    JsonOpt,
+    ModelOpt,
+    NoCacheOpt,
+    TopKOpt,
+    handle_errors,
+    print_json,
+    settings,
+    stderr_console,
+    stdout_console,
+)
+
+
+@handle_errors
+def eval_command(
+    questions: Annotated[
+        Path, typer.Argument(help="JSON Lines question file (see README).", show_default=False)
+    ],
+    top_k: TopKOpt = None,
+    index: IndexOpt = None,
+    model: ModelOpt = None,
+    no_cache: NoCacheOpt = False,
+    limit: Annotated[int | None, typer.Option(min=1, help="Only the first N questions.")] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="A row per question.")] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Score the current index and model on a question set."""
+    from ..answering import Asker
+    from ..evaluation import evaluate, load_questions
+
+    items = load_questions(questions)[:limit]
+    s = settings(index_dir=index, model=model, top_k=top_k, use_cache=False if no_cache else None)
+    asker = Asker(s)
+    try:
+        if sys.stderr.isatty() and not json_out:
+            from rich.progress import Progress
+
+            with Progress(console=stderr_console(), transient=True) as bar:
+                task = bar.add_task("asking", total=len(items))
+                report = evaluate(asker, items, lambda done, _: bar.update(task, completed=done))
+        else:
+            report = evaluate(asker, items)
+    finally:
+        asker.close()
+    if json_out:
+        print_json(report.as_dict())
+        return
+    from rich.table import Table
+
+    console = stdout_console()
+    if verbose:
+        rows = Table("id", "ok", "hit", "reason", "answer", "question")
+        for r in report.rows:
+            rows.add_row(
+                r.id,
+                "yes" if r.correct else "no",
+                str(r.hit_rank or "-"),
+                r.reason,
+                r.answer[:60],
+                r.question[:60],
+            )
+        console.print(rows)
+    table = Table("metric", "value", title=f"{questions} ({report.summary.questions} questions)")
+    for key, value in asdict(report.summary).items():
+        table.add_row(key, "-" if value is None else str(value))
+    console.print(table)

@@ -1,0 +1,65 @@
+"""Shared fixtures: real models, real indexes, isolated cache and config folders."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CORPORA = ROOT / "corpora"
+RAG = Path(sys.executable).parent / "rag"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def isolated_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Keep the user's config and cache out of the tests (and the tests out of them)."""
+    home = tmp_path_factory.mktemp("home")
+    os.environ["XDG_CONFIG_HOME"] = str(home / "config")
+    os.environ["XDG_CACHE_HOME"] = str(home / "cache")
+    for var in (
+        "RAG_CONFIG",
+        "RAG_INDEX",
+        "RAG_MODEL",
+        "RAG_EMBED_MODEL",
+        "RAG_CACHE_DIR",
+        "RAG_DEBUG",
+    ):
+        os.environ.pop(var, None)
+    return home
+
+
+@pytest.fixture(scope="session")
+def embedder():
+    """One loaded sentence-transformers model for the whole session."""
+    from ragcli.embedding import SentenceTransformerEmbedder
+    from ragcli.models import embedding_model
+
+    return SentenceTransformerEmbedder(embedding_model())
+
+
+@pytest.fixture(scope="session")
+def corpus_index(tmp_path_factory: pytest.TempPathFactory, embedder) -> Path:
+    """The shipped demo corpus, indexed once."""
+    from ragcli.config import load_settings
+    from ragcli.indexing import build_index
+
+    index_dir = tmp_path_factory.mktemp("corpus") / "index"
+    build_index([CORPORA], load_settings({"index_dir": index_dir}), embedder=embedder)
+    return index_dir
+
+
+def rag(*args: str, input: str | None = None, cwd: Path | None = None, env: dict | None = None):
+    """Run the installed `rag` command in a new process, as a user or script would."""
+    return subprocess.run(
+        [str(RAG), *args],
+        input=input,
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env={**os.environ, **(env or {})},
+        timeout=600,
+    )
