@@ -92,7 +92,7 @@ class Asker:
         hits = found.hits
         base = {"retrieval_ms": round(found.embed_ms + found.search_ms, 2)}
         model_name = s.model.name if s.model else "gemma-3-270m-q4_k_m.gguf"
-        if not hits or hits[0].score < s.min_score:
+        if not hits or max(h.similarity for h in hits) < s.min_score:
             timings = {**base, **Timings().as_dict()}
             timings["total_ms"] = round((time.perf_counter() - started) * 1000, 2)
             return Answer(

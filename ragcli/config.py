@@ -34,6 +34,7 @@ class Settings:
         None  # None: the index's own model (DEFAULT_EMBED_MODEL for a new one)
     )
     top_k: int = 4
+    retriever: str = "hybrid"  # dense | bm25 | hybrid (see docs/BENCHMARKS.md)
     chunk_tokens: int = 200
     chunk_overlap: int = 40
     n_ctx: int = 4096
@@ -53,6 +54,10 @@ class Settings:
                 raise ConfigError(f"setting {name} must be positive, got {getattr(self, name)}")
         if not 0 <= self.chunk_overlap < self.chunk_tokens:
             raise ConfigError("setting chunk_overlap must be >= 0 and smaller than chunk_tokens")
+        if self.retriever not in ("dense", "bm25", "hybrid"):
+            raise ConfigError(
+                f"setting retriever must be dense, bm25 or hybrid, not {self.retriever!r}"
+            )
         if self.n_threads < 0:
             raise ConfigError("setting n_threads must be >= 0")
         if not -1.0 <= self.min_score <= 1.0:

@@ -129,11 +129,21 @@ def _mean(xs: list[float]) -> float | None:
     return round(statistics.fmean(xs), 4) if xs else None
 
 
-def evaluate(asker: Asker, items: list[QAItem], progress=None) -> EvalReport:
-    """Ask every question and score retrieval, answers and abstentions."""
+def evaluate(
+    asker: Asker, items: list[QAItem], progress=None, retrieval_only: bool = False
+) -> EvalReport:
+    """Ask every question and score retrieval, answers and abstentions.
+
+    ``retrieval_only`` scores hit@k and MRR without running the model (seconds,
+    not minutes), for tuning retrieval.
+    """
     rows = []
     for item in items:
-        answer = asker.ask(item.question)
+        if retrieval_only:
+            found = asker.retriever.search(item.question)
+            answer = Answer(item.question, "", False, "", True, "not_asked", found.hits, {}, "")
+        else:
+            answer = asker.ask(item.question)
         t = answer.timings
         rows.append(
             EvalRow(
@@ -167,9 +177,11 @@ def summarize(rows: list[EvalRow], k: int, items: list[QAItem]) -> EvalSummary:
         unanswerable=len(neg),
         hit_at_k=_mean([r.hit_rank is not None for r in with_source]),
         mrr=_mean([1 / r.hit_rank if r.hit_rank else 0.0 for r in with_source]),
-        answer_accuracy=_mean([r.correct for r in pos]),
-        abstention_accuracy=_mean([r.correct for r in neg]),
-        false_abstention_rate=_mean([r.reason != "answered" for r in pos]),
+        answer_accuracy=_mean([r.correct for r in pos if r.reason != "not_asked"]),
+        abstention_accuracy=_mean([r.correct for r in neg if r.reason != "not_asked"]),
+        false_abstention_rate=_mean(
+            [r.reason != "answered" for r in pos if r.reason != "not_asked"]
+        ),
         mean_ttft_ms=round(statistics.fmean(ttfts), 1) if ttfts else None,
         median_ttft_ms=round(statistics.median(ttfts), 1) if ttfts else None,
         cached_share=round(sum(r.cached_tokens for r in rows) / prompt, 4) if prompt else None,

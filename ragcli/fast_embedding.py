@@ -15,6 +15,7 @@ at import or construction: weights are memory-mapped on the first ``embed``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import mmap
@@ -33,6 +34,8 @@ _TRANSFORMER = "sentence_transformers.models.Transformer"
 _POOLING = "sentence_transformers.models.Pooling"
 _NORMALIZE = "sentence_transformers.models.Normalize"
 _WEIGHTS = "model.safetensors"
+_ATTENTION_BYTES = 32 << 20  # cap on one pass's attention scores
+_THREADED_TOKENS = 1024  # below this many (padded) tokens BLAS runs on one thread
 _DTYPES = {"F32": "<f4", "F16": "<f2", "BF16": "<u2", "F64": "<f8", "I64": "<i8"}
 
 
@@ -146,7 +149,7 @@ def _weight_names(layers: int) -> list[str]:
 
 
 def _erf(x: np.ndarray) -> np.ndarray:
-    """erf to ~1.2e-7 (Numerical Recipes erfc, Chebyshev fit), computed in place-ish."""
+    """erf within 4e-7 in float32 (Numerical Recipes erfc Chebyshev fit, 1.2e-7 exact)."""
     import numpy as np
 
     z = np.abs(x)
@@ -263,9 +266,35 @@ class _BertModel:
             layer.ln2_w = np.array(w[f"{p}output.LayerNorm.weight"])
             layer.ln2_b = np.array(w[f"{p}output.LayerNorm.bias"])
             self.layers.append(layer)
+        self._threadpools = None
+
+    def _one_blas_thread(self):
+        """Run BLAS on one thread inside this context (when threadpoolctl can say so).
+
+        A multi-threaded OpenBLAS wakes and syncs its threads on every GEMM. For a
+        query's few tokens, and for attention (numpy runs a stacked matmul as one small
+        GEMM per batch row and head), that costs far more than it saves, and on a busy
+        machine it made a 10-token query take ~1 s instead of ~20 ms.
+        """
+        if self._threadpools is None:
+            try:
+                from threadpoolctl import ThreadpoolController
+
+                self._threadpools = ThreadpoolController()
+            except Exception:  # not installed, or cannot inspect this BLAS: run as is
+                self._threadpools = False
+        if not self._threadpools:
+            return contextlib.nullcontext()
+        return self._threadpools.limit(limits=1, user_api="blas")
 
     def __call__(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
         """Last hidden states, shape (batch, length, hidden), for token ids and a 0/1 mask."""
+        if ids.size < _THREADED_TOKENS:
+            with self._one_blas_thread():
+                return self._forward(ids, mask, threaded=False)
+        return self._forward(ids, mask, threaded=True)
+
+    def _forward(self, ids: np.ndarray, mask: np.ndarray, threaded: bool) -> np.ndarray:
         import numpy as np
 
         b, n = ids.shape
@@ -281,16 +310,19 @@ class _BertModel:
         for layer in self.layers:
             qkv = x @ layer.qkv_w
             qkv += layer.qkv_b
-            qkv = qkv.reshape(b, n, 3, h, d).transpose(2, 0, 3, 1, 4)  # (3, b, h, n, d)
+            # (3, b, h, n, d), contiguous so that every per-head product goes to BLAS
+            qkv = np.ascontiguousarray(qkv.reshape(b, n, 3, h, d).transpose(2, 0, 3, 1, 4))
             q, k, v = qkv[0], qkv[1], qkv[2]
-            scores = q @ k.transpose(0, 1, 3, 2)
-            scores *= scale
-            scores += bias
-            scores -= scores.max(axis=-1, keepdims=True)
-            np.exp(scores, out=scores)
-            scores /= scores.sum(axis=-1, keepdims=True)
-            ctx = (scores @ v).transpose(0, 2, 1, 3).reshape(b * n, self.hidden)
+            with self._one_blas_thread() if threaded else contextlib.nullcontext():
+                scores = q @ k.transpose(0, 1, 3, 2)
+                scores *= scale
+                scores += bias
+                scores -= scores.max(axis=-1, keepdims=True)
+                np.exp(scores, out=scores)
+                scores /= scores.sum(axis=-1, keepdims=True)
+                ctx = scores @ v
             del scores, q, k, v, qkv
+            ctx = ctx.transpose(0, 2, 1, 3).reshape(b * n, self.hidden)
             a = ctx @ layer.o_w
             a += layer.o_b
             a += x
@@ -349,27 +381,30 @@ class NumpyBertEmbedder:
 
         model, tokenizer = self._load()
         out = np.zeros((len(texts), self.info.dim), dtype=np.float32)
-        for start in range(0, len(texts), self.batch_size):
-            batch = texts[start : start + self.batch_size]
-            if self._lower:
-                batch = [t.lower() for t in batch]
-            encodings = tokenizer.encode_batch(batch, add_special_tokens=True)
-            # run similar lengths together so little compute goes to padding
-            order = sorted(range(len(batch)), key=lambda i: len(encodings[i].ids))
-            for sub in range(0, len(order), 8):
-                rows = order[sub : sub + 8]
-                n = max(len(encodings[i].ids) for i in rows)
-                ids = np.zeros((len(rows), n), dtype=np.int64)
-                mask = np.zeros((len(rows), n), dtype=np.float32)
-                for r, i in enumerate(rows):
-                    e = encodings[i].ids
-                    ids[r, : len(e)] = e
-                    mask[r, : len(e)] = 1.0
-                hidden = model(ids, mask)
-                summed = np.einsum("bnh,bn->bh", hidden, mask)
-                pooled = summed / np.maximum(mask.sum(axis=1, keepdims=True), 1e-9)
-                norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-                out[[start + i for i in rows]] = pooled / np.maximum(norms, 1e-12)
+        if self._lower:
+            texts = [t.lower() for t in texts]
+        ids = [e.ids for e in tokenizer.encode_batch(texts, add_special_tokens=True)]
+        # run similar lengths together so little compute goes to padding, and cap the
+        # rows per pass so the (rows, heads, n, n) attention scores stay under ~32 MB
+        order = sorted(range(len(texts)), key=lambda i: len(ids[i]))
+        pos = 0
+        while pos < len(order):
+            rows = order[pos : pos + self.batch_size]
+            n = len(ids[rows[-1]])
+            cap = max(1, _ATTENTION_BYTES // (4 * model.heads * n * n))
+            rows = rows[:cap]
+            n = len(ids[rows[-1]])
+            batch = np.zeros((len(rows), n), dtype=np.int64)
+            mask = np.zeros((len(rows), n), dtype=np.float32)
+            for r, i in enumerate(rows):
+                batch[r, : len(ids[i])] = ids[i]
+                mask[r, : len(ids[i])] = 1.0
+            hidden = model(batch, mask)
+            summed = np.einsum("bnh,bn->bh", hidden, mask)
+            pooled = summed / np.maximum(mask.sum(axis=1, keepdims=True), 1e-9)
+            norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+            out[rows] = pooled / np.maximum(norms, 1e-12)
+            pos += len(rows)
             if progress:
-                progress(len(batch))
+                progress(len(rows))
         return out

@@ -18,6 +18,7 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator
@@ -48,7 +49,18 @@ CREATE TABLE IF NOT EXISTS chunks (
     ordinal INTEGER NOT NULL, start_line INTEGER NOT NULL, end_line INTEGER NOT NULL,
     n_tokens INTEGER NOT NULL, text TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS chunks_path ON chunks(path);
+CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
+    text, content='chunks', content_rowid='id', tokenize='porter unicode61');
+CREATE TRIGGER IF NOT EXISTS chunks_fts_add AFTER INSERT ON chunks BEGIN
+    INSERT INTO chunks_fts(rowid, text) VALUES (new.id, new.text); END;
+CREATE TRIGGER IF NOT EXISTS chunks_fts_del AFTER DELETE ON chunks BEGIN
+    INSERT INTO chunks_fts(chunks_fts, rowid, text) VALUES ('delete', old.id, old.text); END;
 """
+# Words too common to help BM25 find a passage; FTS5 keeps them in the index.
+_STOPWORDS = frozenset(
+    "a an and are as at be by can do does for from has have how i in is it its of on or that "
+    "the this to was what when where which who why will with you your".split()
+)
 
 
 def _version(dist: str) -> str:
@@ -148,6 +160,14 @@ class VectorIndex:
             for row_ids, row_scores in zip(ids, scores, strict=True)
         ]
 
+    def similarity(self, query: np.ndarray, ids: list[int]) -> dict[int, float]:
+        import numpy as np
+
+        if not ids:
+            return {}
+        vecs = np.vstack([self._index.reconstruct(int(i)) for i in ids])
+        return {i: float(v) for i, v in zip(ids, vecs @ query, strict=True)}
+
     def save(self, path: Path) -> None:
         import faiss
 
@@ -212,13 +232,28 @@ class IndexStore:
     def count_chunks(self) -> int:
         return int(self._db.execute("SELECT count(*) FROM chunks").fetchone()[0])
 
-    def search(self, query: np.ndarray, k: int) -> list[tuple[StoredChunk, float]]:
-        """Top-k chunks for one normalized query vector, best first."""
+    def dense_search(self, query: np.ndarray, k: int) -> list[tuple[int, float]]:
+        """(chunk id, cosine) of the top-k chunks for a normalized query vector."""
         if not len(self.vectors):
             return []
-        found = self.vectors.search(query.reshape(1, -1), k)[0]
-        chunks = self.chunks([i for i, _ in found])
-        return [(chunks[i], score) for i, score in found if i in chunks]
+        return self.vectors.search(query.reshape(1, -1), k)[0]
+
+    def similarity(self, query: np.ndarray, ids: list[int]) -> dict[int, float]:
+        """Cosine between the query and the stored vectors of ``ids``."""
+        return self.vectors.similarity(query, ids)
+
+    def lexical_search(self, query: str, k: int) -> list[tuple[int, float]]:
+        """BM25 (SQLite FTS5) over the chunk texts: (chunk id, score), best first."""
+        terms = [t for t in re.findall(r"\w+", query.lower()) if t not in _STOPWORDS]
+        if not terms:
+            return []
+        match = " OR ".join(f'"{t}"' for t in dict.fromkeys(terms))
+        rows = self._db.execute(
+            "SELECT rowid, bm25(chunks_fts) FROM chunks_fts WHERE chunks_fts MATCH ? "
+            "ORDER BY bm25(chunks_fts) LIMIT ?",
+            (match, k),
+        )
+        return [(int(i), -float(score)) for i, score in rows]
 
     def chunks(self, ids: list[int]) -> dict[int, StoredChunk]:
         if not ids:
@@ -319,6 +354,9 @@ def _open_for_write(path: Path, rebuild: bool) -> sqlite3.Connection:
     try:
         db = _connect(path)
         db.executescript(_SCHEMA)
+        n_fts = db.execute("SELECT count(*) FROM chunks_fts_docsize").fetchone()[0]
+        if n_fts != db.execute("SELECT count(*) FROM chunks").fetchone()[0]:
+            db.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('rebuild')")
         return db
     except (sqlite3.DatabaseError, IndexCorruptError):
         if not rebuild:

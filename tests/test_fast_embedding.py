@@ -216,7 +216,7 @@ def test_batch_order_and_size_do_not_matter(info, fast_vectors):
 def test_progress_and_empty_input(fast, info):
     done: list[int] = []
     out = fast.embed(TEXTS[:70], progress=done.append)
-    assert sum(done) == 70 and len(done) == 3
+    assert sum(done) == 70 and len(done) >= 3
     assert out.shape == (70, info.dim)
     empty = fast.embed([])
     assert empty.shape == (0, info.dim) and empty.dtype == np.float32

@@ -156,3 +156,24 @@ def test_search_finds_the_right_passage(corpus_index, embedder):
     )
     assert [h.rank for h in hits] == [1, 2, 3, 4]
     assert hits[0].score >= hits[-1].score
+
+
+@pytest.mark.parametrize("mode", ["dense", "bm25", "hybrid"])
+def test_every_retriever_finds_the_passage(corpus_index, embedder, mode):
+    r = Retriever(load_settings({"index_dir": corpus_index, "retriever": mode}), embedder=embedder)
+    hits = r.search("Which enzyme fixes carbon dioxide in the Calvin cycle?", 3).hits
+    r.close()
+    assert hits[0].chunk.path.endswith("photosynthesis.txt")
+    assert any("RuBisCO" in h.chunk.text for h in hits)
+    assert all(-1.0 <= h.similarity <= 1.0 for h in hits)
+
+
+def test_bm25_index_follows_updates(tmp_path, docs, embedder):
+    s = _settings(tmp_path, retriever="bm25")
+    build_index([docs], s, embedder=embedder)
+    (docs / "bees.txt").write_text("Carpenter bees bore tunnels into soft timber.\n")
+    build_index([docs], s, embedder=embedder)
+    r = Retriever(s, embedder=embedder)
+    assert r.search("timber tunnels", 1).hits[0].chunk.path.endswith("bees.txt")
+    assert r.search("dance sisters flowers", 5).hits == []  # the old text is gone
+    r.close()

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from .. import __version__
-from . import ask, cache, evaluate, index, search
+from . import ask, bench, cache, evaluate, index, search
 
 app = typer.Typer(
     name="rag",
@@ -45,6 +45,7 @@ app.command("search")(search.search_command)
 app.command("ask")(ask.ask_command)
 app.command("eval")(evaluate.eval_command)
 app.add_typer(cache.app, name="cache")
+app.add_typer(bench.app, name="bench")
 
 
 def main() -> None:

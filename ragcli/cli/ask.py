@@ -13,6 +13,7 @@ from .common import (
     JsonOpt,
     ModelOpt,
     NoCacheOpt,
+    RetrieverOpt,
     TopKOpt,
     display_path,
     handle_errors,
@@ -30,6 +31,7 @@ def ask_command(
         ),
     ],
     top_k: TopKOpt = None,
+    retriever: RetrieverOpt = None,
     index: IndexOpt = None,
     model: ModelOpt = None,
     max_tokens: Annotated[
@@ -46,6 +48,7 @@ def ask_command(
         index_dir=index,
         model=model,
         top_k=top_k,
+        retriever=retriever,
         max_tokens=max_tokens,
         use_cache=False if no_cache else None,
     )

@@ -75,10 +75,10 @@ def prefill_command(
         "cold\nms/tok",
         "bare\nms",
         "bare\ntok/s",
-        "ragcli\noverhead",
-        "cached\nload ms",
+        "over-\nhead",
+        "load\nms",
         "cached\nms",
-        "cached\ntok/s",
+        "tok/s",
     ):
         table.add_column(col, justify="right")
     for r in report.rows:
@@ -102,7 +102,7 @@ def prefill_command(
         f"+ {f.c:.3g}·L²"
     )
     l_star = f"{f.l_star:.0f} tokens" if f.l_star is not None else "n/a"
-    console.print(f"L* = b/c = {l_star} — {f.note}")
+    console.print(f"L* = b/c = {l_star}: {f.note}")
     console.print(
         "cached = restore the saved state of all but the last 32 tokens, then prefill those 32"
     )
@@ -143,30 +143,26 @@ def workload_command(
 
     table = Table(
         title=f"{len(report.questions)} questions over {display_path(report.index_dir)}, "
-        "one process each"
+        "one process each (times in ms)"
     )
     table.add_column("cache")
     for col in (
-        "model runs",
-        "no model",
-        "TTFT mean ms",
-        "TTFT median ms",
-        "wall mean ms",
-        "ask total mean ms",
-        "prompt tok",
-        "cached tok",
-        "from cache",
+        "model runs\n(+ no model)",
+        "TTFT\nmean",
+        "TTFT\nmedian",
+        "wall per\nprocess",
+        "prompt\ntokens",
+        "cached\ntokens",
+        "from\ncache",
     ):
         table.add_column(col, justify="right")
     for p in (report.off, report.on):
         table.add_row(
             p.name,
-            str(p.model_questions),
-            str(p.no_model_questions),
+            f"{p.model_questions} (+{p.no_model_questions})",
             f"{p.ttft_mean_ms:.0f}",
             f"{p.ttft_median_ms:.0f}",
             f"{p.wall_mean_ms:.0f}",
-            f"{p.total_mean_ms:.0f}",
             str(p.prompt_tokens),
             str(p.cached_tokens),
             f"{p.cached_share:.0%}",

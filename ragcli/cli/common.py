@@ -43,6 +43,12 @@ TopKOpt = Annotated[
         "-k", "--top-k", min=1, help="Passages to retrieve (default: 4).", show_default=False
     ),
 ]
+RetrieverOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--retriever", help="dense, bm25 or hybrid (default: hybrid).", show_default=False
+    ),
+]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Do not reuse or save KV states.")]
 

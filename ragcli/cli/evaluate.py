@@ -14,6 +14,7 @@ from .common import (
     JsonOpt,
     ModelOpt,
     NoCacheOpt,
+    RetrieverOpt,
     TopKOpt,
     handle_errors,
     print_json,
@@ -29,10 +30,14 @@ def eval_command(
         Path, typer.Argument(help="JSON Lines question file (see README).", show_default=False)
     ],
     top_k: TopKOpt = None,
+    retriever: RetrieverOpt = None,
     index: IndexOpt = None,
     model: ModelOpt = None,
     no_cache: NoCacheOpt = False,
     limit: Annotated[int | None, typer.Option(min=1, help="Only the first N questions.")] = None,
+    retrieval_only: Annotated[
+        bool, typer.Option("--retrieval-only", help="Score retrieval only; do not run the model.")
+    ] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="A row per question.")] = False,
     json_out: JsonOpt = False,
 ) -> None:
@@ -41,7 +46,13 @@ def eval_command(
     from ..evaluation import evaluate, load_questions
 
     items = load_questions(questions)[:limit]
-    s = settings(index_dir=index, model=model, top_k=top_k, use_cache=False if no_cache else None)
+    s = settings(
+        index_dir=index,
+        model=model,
+        top_k=top_k,
+        retriever=retriever,
+        use_cache=False if no_cache else None,
+    )
     asker = Asker(s)
     try:
         if sys.stderr.isatty() and not json_out:
@@ -49,9 +60,11 @@ def eval_command(
 
             with Progress(console=stderr_console(), transient=True) as bar:
                 task = bar.add_task("asking", total=len(items))
-                report = evaluate(asker, items, lambda done, _: bar.update(task, completed=done))
+                report = evaluate(
+                    asker, items, lambda done, _: bar.update(task, completed=done), retrieval_only
+                )
         else:
-            report = evaluate(asker, items)
+            report = evaluate(asker, items, retrieval_only=retrieval_only)
     finally:
         asker.close()
     if json_out:

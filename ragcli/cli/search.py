@@ -7,20 +7,30 @@ from typing import Annotated
 import typer
 
 from ..errors import ExitCode
-from .common import IndexOpt, JsonOpt, TopKOpt, display_path, handle_errors, print_json, settings
+from .common import (
+    IndexOpt,
+    JsonOpt,
+    RetrieverOpt,
+    TopKOpt,
+    display_path,
+    handle_errors,
+    print_json,
+    settings,
+)
 
 
 @handle_errors
 def search_command(
     query: Annotated[str, typer.Argument(help="What to look for.", show_default=False)],
     top_k: TopKOpt = None,
+    retriever: RetrieverOpt = None,
     index: IndexOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Print the top-k passages for QUERY with their sources and scores."""
     from ..retrieval import Retriever
 
-    s = settings(index_dir=index, top_k=top_k)
+    s = settings(index_dir=index, top_k=top_k, retriever=retriever)
     retriever = Retriever(s)
     try:
         result = retriever.search(query, s.top_k)
