@@ -35,7 +35,7 @@ from .ingest import SourceFile
 if TYPE_CHECKING:
     import numpy as np
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: BM25 full-text table
 DB_NAME = "index.sqlite"
 
 _SCHEMA = """

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from typing import Annotated
 
 import typer
@@ -13,11 +14,14 @@ from .common import (
     JsonOpt,
     ModelOpt,
     NoCacheOpt,
+    ProfileOpt,
     RetrieverOpt,
     TopKOpt,
     display_path,
     handle_errors,
     print_json,
+    print_profile,
+    process_age_ms,
     settings,
 )
 
@@ -40,8 +44,10 @@ def ask_command(
     ] = None,
     no_cache: NoCacheOpt = False,
     json_out: JsonOpt = False,
+    profile: ProfileOpt = False,
 ) -> None:
     """Answer QUESTION from the indexed documents, or say "I don't know" (exit 1)."""
+    started_ms = process_age_ms() if profile else None
     from ..answering import Asker
 
     s = settings(
@@ -52,7 +58,9 @@ def ask_command(
         max_tokens=max_tokens,
         use_cache=False if no_cache else None,
     )
+    t0 = time.perf_counter()
     asker = Asker(s)
+    open_ms = (time.perf_counter() - t0) * 1000
     try:
         if question == "-":
             code = ExitCode.ANSWERED
@@ -72,6 +80,21 @@ def ask_command(
             answer = _ask_and_show(asker, question)
     finally:
         asker.close()
+    if profile:
+        t = answer.timings
+        print_profile(
+            [
+                ("open index", open_ms),
+                ("query embedding (load + run)", float(t["embed_ms"])),
+                ("vector + BM25 search", float(t["search_ms"])),
+                ("model load", float(t["model_load_ms"])),
+                ("KV state load", float(t["state_load_ms"])),
+                ("prefill", float(t["prefill_ms"])),
+                ("KV state save", float(t["state_save_ms"])),
+                ("decode", float(t["decode_ms"])),
+            ],
+            started_ms,
+        )
     raise typer.Exit(ExitCode.ANSWERED if answer.answered else ExitCode.NOT_FOUND)
 
 
@@ -95,7 +118,8 @@ def _ask_and_show(asker, question: str):
     for h in answer.sources:
         c = h.chunk
         sys.stdout.write(
-            f"[{h.rank}] {display_path(c.path)}:{c.start_line}-{c.end_line} ({h.score:.2f})\n"
+            f"[{h.rank}] {display_path(c.path)}:{c.start_line}-{c.end_line}"
+            f"  similarity {h.similarity:.2f}\n"
         )
     sys.stdout.flush()
     sys.stderr.write(timing_line(answer.timings, answer.reason) + "\n")
@@ -104,7 +128,8 @@ def _ask_and_show(asker, question: str):
 
 def timing_line(t: dict, reason: str) -> str:
     if not t.get("prompt_tokens"):
-        return f"no model call ({reason.replace('_', ' ')}); retrieval {t['retrieval_ms']:.0f} ms"
+        retrieval = float(t["embed_ms"]) + float(t["search_ms"])
+        return f"no model call ({reason.replace('_', ' ')}); retrieval {retrieval:.0f} ms"
     return (
         f"prompt {t['prompt_tokens']} tok ({t['cached_tokens']} cached, {t['cache_source']}) · "
         f"prefill {t['prefill_tokens']} tok in {t['prefill_ms']:.0f} ms ({t['prefill_tok_s']:.0f} tok/s) · "

@@ -123,3 +123,42 @@ def stdout_console():
     from rich.console import Console
 
     return Console(highlight=False)
+
+
+def process_age_ms() -> float | None:
+    """Milliseconds since this process started (Linux /proc; 10 ms resolution), else None.
+
+    Lets `--profile` show what interpreter start-up and imports cost before any
+    of our code ran.
+    """
+    try:
+        with open("/proc/self/stat", "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[1].split()
+        with open("/proc/uptime", "rb") as fh:
+            uptime = float(fh.read().split()[0])
+        start = int(fields[19]) / os.sysconf("SC_CLK_TCK")  # field 22 of the full line
+        return max(0.0, (uptime - start) * 1000)
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+ProfileOpt = Annotated[
+    bool, typer.Option("--profile", help="Print where the time went, start-up included, on stderr.")
+]
+
+
+def print_profile(parts: list[tuple[str, float]], started_ms: float | None) -> None:
+    """One line per phase and the total wall time since the process started."""
+    total = process_age_ms()
+    lines = []
+    if started_ms is not None:
+        lines.append(("interpreter start + imports", started_ms))
+    lines += parts
+    known = sum(ms for _, ms in lines)
+    if total is not None:
+        lines.append(("other (output, exit, unaccounted)", max(0.0, total - known)))
+    width = max(len(name) for name, _ in lines)
+    out = [f"  {name:<{width}}  {ms:8.0f} ms" for name, ms in lines]
+    if total is not None:
+        out.append(f"  {'total wall time':<{width}}  {total:8.0f} ms")
+    sys.stderr.write("profile:\n" + "\n".join(out) + "\n")

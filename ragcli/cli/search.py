@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Annotated
 
 import typer
@@ -10,11 +11,14 @@ from ..errors import ExitCode
 from .common import (
     IndexOpt,
     JsonOpt,
+    ProfileOpt,
     RetrieverOpt,
     TopKOpt,
     display_path,
     handle_errors,
     print_json,
+    print_profile,
+    process_age_ms,
     settings,
 )
 
@@ -26,12 +30,16 @@ def search_command(
     retriever: RetrieverOpt = None,
     index: IndexOpt = None,
     json_out: JsonOpt = False,
+    profile: ProfileOpt = False,
 ) -> None:
     """Print the top-k passages for QUERY with their sources and scores."""
+    started_ms = process_age_ms() if profile else None
     from ..retrieval import Retriever
 
     s = settings(index_dir=index, top_k=top_k, retriever=retriever)
+    t0 = time.perf_counter()
     retriever = Retriever(s)
+    open_ms = (time.perf_counter() - t0) * 1000
     try:
         result = retriever.search(query, s.top_k)
     finally:
@@ -51,8 +59,17 @@ def search_command(
         for h in result.hits:
             c = h.chunk
             typer.echo(
-                f"[{h.rank}] {display_path(c.path)}:{c.start_line}-{c.end_line}  score {h.score:.3f}"
+                f"[{h.rank}] {display_path(c.path)}:{c.start_line}-{c.end_line}  similarity {h.similarity:.3f}"
             )
             typer.echo("    " + " ".join(c.text.split())[:300])
+    if profile:
+        print_profile(
+            [
+                ("open index", open_ms),
+                ("query embedding (load + run)", result.embed_ms),
+                ("vector + BM25 search", result.search_ms),
+            ],
+            started_ms,
+        )
     if not result.hits:
         raise typer.Exit(ExitCode.NOT_FOUND)
