@@ -147,18 +147,12 @@ ProfileOpt = Annotated[
 ]
 
 
-def print_profile(parts: list[tuple[str, float]], started_ms: float | None) -> None:
-    """One line per phase and the total wall time since the process started."""
+def print_profile(profile: dict[str, float]) -> None:
+    """The profile dict as aligned lines on stderr, with the process's total wall time."""
     total = process_age_ms()
-    lines = []
-    if started_ms is not None:
-        lines.append(("interpreter start + imports", started_ms))
-    lines += parts
-    known = sum(ms for _, ms in lines)
+    rows = [(k.removesuffix("_ms").replace("_", " "), v) for k, v in profile.items()]
     if total is not None:
-        lines.append(("other (output, exit, unaccounted)", max(0.0, total - known)))
-    width = max(len(name) for name, _ in lines)
-    out = [f"  {name:<{width}}  {ms:8.0f} ms" for name, ms in lines]
-    if total is not None:
-        out.append(f"  {'total wall time':<{width}}  {total:8.0f} ms")
-    sys.stderr.write("profile:\n" + "\n".join(out) + "\n")
+        rows.append(("total wall time so far", total))
+    width = max(len(name) for name, _ in rows)
+    lines = [f"  {name:<{width}}  {ms:8.0f} ms" for name, ms in rows]
+    sys.stderr.write("profile:\n" + "\n".join(lines) + "\n")

@@ -64,12 +64,12 @@ def search_command(
             typer.echo("    " + " ".join(c.text.split())[:300])
     if profile:
         print_profile(
-            [
-                ("open index", open_ms),
-                ("query embedding (load + run)", result.embed_ms),
-                ("vector + BM25 search", result.search_ms),
-            ],
-            started_ms,
+            {
+                "interpreter_and_imports_ms": started_ms or 0.0,
+                "open_index_ms": open_ms,
+                "query_embedding_ms": result.embed_ms,
+                "search_ms": result.search_ms,
+            }
         )
     if not result.hits:
         raise typer.Exit(ExitCode.NOT_FOUND)
