@@ -40,7 +40,9 @@ format: install
 
 bench: install
 	$(BIN)/rag bench prefill --plot docs/prefill.png
-	$(BIN)/rag bench workload ../shared/eval/pydocs-dev.jsonl --docs ../shared/eval/pydocs
+	$(BIN)/rag bench workload ../shared/eval/pydocs-dev.jsonl --docs ../shared/eval/pydocs --index .rag-pydocs
+	$(BIN)/rag index corpora
+	$(BIN)/rag bench startup
 
 clean:
 	rm -rf .rag .pytest_cache .ruff_cache

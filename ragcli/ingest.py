@@ -2,14 +2,21 @@
 
 Each document keeps a map from its text lines back to the source file's
 lines, so that a citation points at the lines a person would open, even for
-HTML whose visible text is far shorter than its markup.
+HTML whose visible text is far shorter than its markup. PDF text lines also
+carry their page number; Word paragraphs are numbered as lines.
+
+Folder walks honour ``--include`` / ``--exclude`` globs and ``.ragignore`` /
+``.gitignore`` files (a gitignore subset, see :class:`IgnoreRule`).
 """
 
 from __future__ import annotations
 
 import hashlib
+import io
 import os
-from collections.abc import Iterable
+import re
+import stat
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
@@ -18,7 +25,10 @@ from .errors import UsageError
 
 TEXT_SUFFIXES = frozenset({".txt", ".md", ".markdown", ".rst"})
 HTML_SUFFIXES = frozenset({".html", ".htm"})
-SUFFIXES = TEXT_SUFFIXES | HTML_SUFFIXES
+PDF_SUFFIXES = frozenset({".pdf"})
+DOCX_SUFFIXES = frozenset({".docx"})
+SUFFIXES = TEXT_SUFFIXES | HTML_SUFFIXES | PDF_SUFFIXES | DOCX_SUFFIXES
+IGNORE_FILES = (".gitignore", ".ragignore")  # later files' rules win over earlier ones
 
 
 @dataclass(frozen=True)
@@ -38,6 +48,7 @@ class Document:
     text: str
     line_map: list[int]
     warnings: list[str] = field(default_factory=list)
+    pages: list[int] | None = None  # PDF only: ``pages[i]`` is the page of text line i
 
 
 @dataclass(frozen=True)
@@ -46,71 +57,7 @@ class Skipped:
     reason: str
 
 
-def discover(paths: Iterable[Path]) -> tuple[list[Path], list[Skipped]]:
-    """All supported files under the given files and folders, sorted, deduplicated.
-
-    Hidden files and folders (``.git``, the ``.rag`` index itself) are not entered.
-    """
-    found: set[Path] = set()
-    skipped: list[Skipped] = []
-    for root in paths:
-        if not root.exists():
-            raise UsageError(f"{root}: no such file or folder")
-        if root.is_file():
-            if root.suffix.lower() in SUFFIXES:
-                found.add(root.resolve())
-            else:
-                skipped.append(Skipped(root, f"unsupported file type {root.suffix or '(none)'}"))
-            continue
-        for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-            dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-            for name in filenames:
-                if name.startswith("."):
-                    continue
-                if Path(name).suffix.lower() in SUFFIXES:
-                    found.add(Path(dirpath, name).resolve())
-    return sorted(found), skipped
-
-
-def fingerprint(path: Path) -> SourceFile:
-    """Hash a file's bytes: an unchanged hash means an unchanged document."""
-    digest = hashlib.sha256()
-    size = 0
-    with path.open("rb") as fh:
-        while block := fh.read(1 << 20):
-            digest.update(block)
-            size += len(block)
-    return SourceFile(path=path, sha256=digest.hexdigest(), size=size)
-
-
-def decode(data: bytes) -> tuple[str, str | None]:
-    """Text of a file's bytes and a warning when it was not UTF-8.
-
-    Raises ValueError for binary data (a NUL byte), which is not text at all.
-    """
-    if b"\x00" in data[:8192]:
-        raise ValueError("binary file (contains NUL bytes)")
-    try:
-        return data.decode("utf-8-sig"), None
-    except UnicodeDecodeError:
-        pass
-    try:
-        return data.decode("cp1252"), "not UTF-8; read as Windows-1252"
-    except UnicodeDecodeError:
-        return data.decode("latin-1"), "not UTF-8; read as Latin-1"
-
-
-def read_document(path: Path) -> Document:
-    """Read one supported file into visible text with its line map."""
-    data = path.read_bytes()
-    text, warning = decode(data)
-    warnings = [warning] if warning else []
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
-    if path.suffix.lower() in HTML_SUFFIXES:
-        lines, line_map = html_text(text)
-        return Document(path, "\n".join(lines), line_map, warnings)
-    return Document(path, text, list(range(1, text.count("\n") + 2)), warnings)
-
+@@DISCOVER@@
 
 # Elements whose content is never part of the article a reader came for.
 _SKIP_TAGS = frozenset(
