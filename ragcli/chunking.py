@@ -24,6 +24,7 @@ class Chunk:
     end_line: int
     text: str
     n_tokens: int
+    page: int | None = None  # PDF page of the first line; None for other formats
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,7 @@ class _Unit:
     line: int
     tokens: int
     joins_previous: bool  # a later piece of the same long line
+    page: int | None = None
 
 
 class TokenCounter:
@@ -51,10 +53,13 @@ class TokenCounter:
 
 def _units(doc: Document, counter: TokenCounter, piece_tokens: int) -> list[_Unit]:
     lines = doc.text.split("\n")
+    pages: list[int | None] = list(doc.pages) if doc.pages is not None else [None] * len(lines)
     units: list[_Unit] = []
-    for line, src, offsets in zip(lines, doc.line_map, counter.encode(lines), strict=True):
+    for line, src, page, offsets in zip(
+        lines, doc.line_map, pages, counter.encode(lines), strict=True
+    ):
         if len(offsets) <= piece_tokens:
-            units.append(_Unit(line, src, len(offsets), False))
+            units.append(_Unit(line, src, len(offsets), False, page))
             continue
         # A line longer than a passage (a paragraph without breaks): cut it
         # between tokens into pieces small enough to serve as overlap.
@@ -62,7 +67,7 @@ def _units(doc: Document, counter: TokenCounter, piece_tokens: int) -> list[_Uni
         bounds = [0, *starts[1:], len(line)]
         for k in range(len(bounds) - 1):
             n = min(piece_tokens, len(offsets) - k * piece_tokens)
-            units.append(_Unit(line[bounds[k] : bounds[k + 1]], src, n, k > 0))
+            units.append(_Unit(line[bounds[k] : bounds[k + 1]], src, n, k > 0, page))
     return units
 
 
@@ -70,6 +75,8 @@ def chunk_document(
     doc: Document, counter: TokenCounter, max_tokens: int = 200, overlap: int = 40
 ) -> list[Chunk]:
     """Passages of at most ``max_tokens`` tokens overlapping by up to ``overlap``."""
+    if not doc.text.strip():
+        return []  # no lines at all (an HTML page of chrome only, a PDF of scans)
     units = _units(doc, counter, max(1, min(overlap, max_tokens) or max_tokens))
     chunks: list[Chunk] = []
     i, n = 0, len(units)
@@ -117,4 +124,5 @@ def _make_chunk(path: Path, ordinal: int, units: list[_Unit]) -> Chunk:
         end_line=units[-1].line,
         text="\n".join(parts).strip(),
         n_tokens=sum(u.tokens for u in units),
+        page=units[0].page,
     )

@@ -8,7 +8,7 @@ Everything is committed at once at the end (see :mod:`ragcli.store`).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,7 +16,15 @@ from .chunking import Chunk, TokenCounter, chunk_document
 from .config import DEFAULT_EMBED_MODEL, Settings
 from .embedding import Embedder, SentenceTransformerEmbedder
 from .errors import UsageError
-from .ingest import SUFFIXES, SourceFile, discover, fingerprint, read_document
+from .ingest import (
+    PDF_SUFFIXES,
+    SUFFIXES,
+    SourceFile,
+    discover,
+    read_document,
+    read_error,
+    read_source,
+)
 from .models import embedding_model
 from .store import IndexInfo, IndexStore
 
@@ -52,11 +60,19 @@ def build_index(
     rebuild: bool = False,
     progress: Progress | None = None,
     embedder: Embedder | None = None,
+    include: Sequence[str] = (),
+    exclude: Sequence[str] = (),
 ) -> IndexReport:
-    """Index ``paths`` into ``settings.index_dir``; returns counts of what changed."""
+    """Index ``paths`` into ``settings.index_dir``; returns counts of what changed.
+
+    ``include`` / ``exclude`` are globs on paths relative to each folder given
+    (see :func:`ragcli.ingest.discover`). Files that cannot be read (vanished,
+    unreadable, empty, encrypted, corrupt) are reported in ``skipped``; indexed
+    files that are now excluded or unreadable are removed from the index.
+    """
     started = time.perf_counter()
     model = embedding_model(settings.embed_model or DEFAULT_EMBED_MODEL)
-    found, skipped = discover(paths)
+    found, skipped = discover(paths, include=include, exclude=exclude)
     roots = [p.resolve() for p in paths]
     info = IndexInfo.for_build(model.name, model.dim, settings.chunk_tokens, settings.chunk_overlap)
     report = IndexReport(index_dir=str(settings.index_dir))
@@ -70,23 +86,28 @@ def build_index(
         pending: list[tuple[SourceFile, list[Chunk], bool]] = []
         seen: set[str] = set()
         for path in found:
+            key = str(path)
             try:
-                source = fingerprint(path)
-                key = str(path)
-                seen.add(key)
+                source, data = read_source(path)
                 old = writer.files.get(key)
                 if old == source.sha256:
                     report.unchanged += 1
+                    seen.add(key)
                     continue
-                doc = read_document(path)
-            except (OSError, ValueError) as exc:
-                report.skipped.append({"path": str(path), "reason": str(exc)})
-                seen.discard(str(path))
+                doc = read_document(path, data)
+            except OSError as exc:
+                report.skipped.append({"path": key, "reason": read_error(exc)})
                 continue
+            except ValueError as exc:
+                report.skipped.append({"path": key, "reason": str(exc)})
+                continue
+            seen.add(key)
             report.warnings.extend({"path": str(path), "warning": w} for w in doc.warnings)
             chunks = chunk_document(doc, counter, settings.chunk_tokens, settings.chunk_overlap)
             if not chunks:
-                report.skipped.append({"path": str(path), "reason": "no text"})
+                pdf = path.suffix.lower() in PDF_SUFFIXES
+                why = "no extractable text (a scanned PDF needs OCR)" if pdf else "no text"
+                report.skipped.append({"path": key, "reason": why})
                 seen.discard(key)
                 continue
             pending.append((source, chunks, old is not None))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import logging
 import os
 import re
 import stat
@@ -57,7 +58,352 @@ class Skipped:
     reason: str
 
 
-@@DISCOVER@@
+def _glob_regex(pattern: str) -> re.Pattern[str]:
+    """A glob as a regex over "/"-separated paths: ``*`` and ``?`` stay within one
+    folder, ``**`` crosses folders (``a/**/b`` also matches ``a/b``)."""
+    out: list[str] = []
+    i, n = 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        if pattern.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+            continue
+        if pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+            continue
+        if c == "*":
+            out.append("[^/]*")
+        elif c == "?":
+            out.append("[^/]")
+        elif c == "[" and (j := pattern.find("]", i + 2)) != -1:
+            body = pattern[i + 1 : j]
+            if body[0] in "!^":
+                body = "^" + body[1:]
+            out.append("[" + body.replace("\\", "\\\\") + "]")
+            i = j + 1
+            continue
+        else:
+            out.append(re.escape(c))
+        i += 1
+    return re.compile("".join(out))
+
+
+@dataclass(frozen=True)
+class IgnoreRule:
+    """One glob: from ``--include``/``--exclude`` or a line of an ignore file.
+
+    As in gitignore, a pattern without a slash matches a name at any depth; one
+    with a slash matches the path relative to its base folder; a trailing slash
+    matches folders only; a leading ``!`` re-includes what an earlier rule ignored.
+    """
+
+    regex: re.Pattern[str]
+    anchored: bool
+    dir_only: bool = False
+    negate: bool = False
+    base: str = ""  # folder (relative to the walk root) the pattern is relative to
+
+    @classmethod
+    def parse(cls, pattern: str, base: str = "", *, gitignore: bool = False) -> IgnoreRule | None:
+        p = pattern.rstrip("\n\r")
+        if gitignore:
+            p = p.rstrip(" ")
+            if not p or p.startswith("#"):
+                return None
+        else:
+            p = p.strip()
+            if not p:
+                return None
+        negate = gitignore and p.startswith("!")
+        if negate:
+            p = p[1:]
+        if p.startswith("\\") and p[1:2] in ("#", "!"):
+            p = p[1:]
+        dir_only = p.endswith("/")
+        p = p.rstrip("/")
+        if not p:
+            return None
+        anchored = "/" in p
+        p = p.lstrip("/")
+        return cls(_glob_regex(p), anchored, dir_only, negate, base)
+
+    def matches(self, rel: str, is_dir: bool) -> bool:
+        """Does this rule match ``rel`` (a path relative to the walk root)?"""
+        if self.dir_only and not is_dir:
+            return False
+        if self.base:
+            if not rel.startswith(self.base + "/"):
+                return False
+            rel = rel[len(self.base) + 1 :]
+        target = rel if self.anchored else rel.rsplit("/", 1)[-1]
+        return self.regex.fullmatch(target) is not None
+
+
+def _read_ignore_file(folder: Path, base: str) -> list[IgnoreRule]:
+    rules: list[IgnoreRule] = []
+    for name in IGNORE_FILES:
+        try:
+            text = (folder / name).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        for line in text.splitlines():
+            if rule := IgnoreRule.parse(line, base, gitignore=True):
+                rules.append(rule)
+    return rules
+
+
+def _ignored(rules: Sequence[IgnoreRule], rel: str, is_dir: bool) -> bool:
+    ignored = False
+    for rule in rules:
+        if rule.matches(rel, is_dir):
+            ignored = not rule.negate
+    return ignored
+
+
+def discover(
+    paths: Iterable[Path],
+    include: Sequence[str] = (),
+    exclude: Sequence[str] = (),
+) -> tuple[list[Path], list[Skipped]]:
+    """All supported files under the given files and folders, sorted, deduplicated.
+
+    Hidden files and folders (``.git``, the ``.rag`` index itself) are not entered.
+    In folders, ``include`` globs (any may match) and ``exclude`` globs (none may
+    match) are tried on the path relative to the folder given, and ``.gitignore``
+    / ``.ragignore`` files are honoured. Files named directly are always taken.
+    Symbolic links to files are followed; links to folders are not entered.
+    """
+    includes = [r for p in include if (r := IgnoreRule.parse(p))]
+    excludes = [r for p in exclude if (r := IgnoreRule.parse(p))]
+    found: set[Path] = set()
+    skipped: list[Skipped] = []
+
+    def take(path: Path) -> None:
+        try:
+            resolved = path.resolve(strict=True)
+            mode = resolved.stat().st_mode
+        except FileNotFoundError:
+            why = "broken symbolic link" if path.is_symlink() else "vanished before it was read"
+            skipped.append(Skipped(path, why))
+            return
+        except RuntimeError:  # Python < 3.13 reports a symlink loop this way
+            skipped.append(Skipped(path, "symbolic link loop"))
+            return
+        except OSError as exc:
+            skipped.append(Skipped(path, read_error(exc)))
+            return
+        if not stat.S_ISREG(mode):
+            skipped.append(Skipped(path, "not a regular file"))
+            return
+        found.add(resolved)
+
+    for root in paths:
+        if not root.exists() and not root.is_symlink():
+            raise UsageError(f"{root}: no such file or folder")
+        if not root.is_dir():
+            if root.suffix.lower() in SUFFIXES:
+                take(root)
+            else:
+                skipped.append(Skipped(root, f"unsupported file type {root.suffix or '(none)'}"))
+            continue
+        inherited: dict[str, list[IgnoreRule]] = {"": []}
+        for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+            here = Path(dirpath)
+            rel_dir = here.relative_to(root).as_posix()
+            rel_dir = "" if rel_dir == "." else rel_dir
+            rules = inherited.pop(rel_dir, []) + _read_ignore_file(here, rel_dir)
+
+            def rel(name: str, rel_dir: str = rel_dir) -> str:
+                return f"{rel_dir}/{name}" if rel_dir else name
+
+            kept = []
+            for d in sorted(dirnames):
+                r = rel(d)
+                if d.startswith(".") or _ignored(rules, r, True):
+                    continue
+                if any(x.matches(r, True) for x in excludes):
+                    continue
+                kept.append(d)
+                inherited[r] = rules
+            dirnames[:] = kept
+            for name in filenames:
+                if name.startswith(".") or Path(name).suffix.lower() not in SUFFIXES:
+                    continue
+                r = rel(name)
+                if _ignored(rules, r, False) or any(x.matches(r, False) for x in excludes):
+                    continue
+                if includes and not any(x.matches(r, False) for x in includes):
+                    continue
+                take(here / name)
+    return sorted(found), skipped
+
+
+def fingerprint(path: Path) -> SourceFile:
+    """Hash a file's bytes: an unchanged hash means an unchanged document."""
+    digest = hashlib.sha256()
+    size = 0
+    with path.open("rb") as fh:
+        while block := fh.read(1 << 20):
+            digest.update(block)
+            size += len(block)
+    return SourceFile(path=path, sha256=digest.hexdigest(), size=size)
+
+
+def read_source(path: Path) -> tuple[SourceFile, bytes]:
+    """A regular file's identity and bytes, read once (so the hash fits the text).
+
+    Raises OSError when it cannot be read and ValueError when it is not a
+    regular file; a FIFO or device never blocks the walk.
+    """
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError("not a regular file")
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            data = fh.read()
+    finally:
+        os.close(fd)
+    return SourceFile(path, hashlib.sha256(data).hexdigest(), len(data)), data
+
+
+def read_error(exc: OSError) -> str:
+    """Why a file could not be read, in words."""
+    if isinstance(exc, FileNotFoundError):
+        return "vanished before it was read"
+    if isinstance(exc, PermissionError):
+        return "permission denied"
+    if isinstance(exc, IsADirectoryError):
+        return "is a folder"
+    return f"unreadable ({exc.strerror or exc})"
+
+
+def decode(data: bytes) -> tuple[str, str | None]:
+    """Text of a file's bytes and a warning when it was not UTF-8.
+
+    Raises ValueError for binary data (a NUL byte), which is not text at all.
+    """
+    if b"\x00" in data[:8192]:
+        raise ValueError("binary file (contains NUL bytes)")
+    try:
+        return data.decode("utf-8-sig"), None
+    except UnicodeDecodeError:
+        pass
+    try:
+        return data.decode("cp1252"), "not UTF-8; read as Windows-1252"
+    except UnicodeDecodeError:
+        return data.decode("latin-1"), "not UTF-8; read as Latin-1"
+
+
+def read_document(path: Path, data: bytes | None = None) -> Document:
+    """Read one supported file (or its already-read ``data``) into visible text.
+
+    Raises OSError when the file cannot be read, ValueError when it holds no
+    usable text (empty, binary, encrypted or corrupt).
+    """
+    if data is None:
+        data = path.read_bytes()
+    if not data:
+        raise ValueError("empty file")
+    suffix = path.suffix.lower()
+    if suffix in PDF_SUFFIXES:
+        lines, pages = pdf_text(data)
+        return Document(path, "\n".join(lines), list(range(1, len(lines) + 1)), pages=pages)
+    if suffix in DOCX_SUFFIXES:
+        lines, line_map = docx_text(data)
+        return Document(path, "\n".join(lines), line_map)
+    text, warning = decode(data)
+    warnings = [warning] if warning else []
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    if suffix in HTML_SUFFIXES:
+        lines, line_map = html_text(text)
+        return Document(path, "\n".join(lines), line_map, warnings)
+    return Document(path, text, list(range(1, text.count("\n") + 2)), warnings)
+
+
+class _Unusable(ValueError):
+    """A document format's reason to skip a file, passed through as is."""
+
+
+def pdf_text(data: bytes) -> tuple[list[str], list[int]]:
+    """Text lines of a PDF and the page (1-based) of each; a blank line between pages.
+
+    Encrypted PDFs that open without a password are read; others, and PDFs pypdf
+    cannot parse, raise ValueError with the reason.
+    """
+    from pypdf import PdfReader
+    from pypdf.errors import DependencyError
+
+    # pypdf logs each repair of a damaged file; the skip reason is enough.
+    logging.getLogger("pypdf").setLevel(logging.ERROR)
+    lines: list[str] = []
+    pages: list[int] = []
+    try:
+        reader = PdfReader(io.BytesIO(data))
+        if reader.is_encrypted:
+            try:
+                opened = reader.decrypt("")
+            except (DependencyError, NotImplementedError) as exc:
+                raise _Unusable(f"encrypted PDF that cannot be decrypted here ({exc})") from None
+            if not opened:
+                raise _Unusable("encrypted PDF (needs a password)")
+        for number, page in enumerate(reader.pages, 1):
+            text = (page.extract_text() or "").replace("\r\n", "\n").replace("\r", "\n")
+            page_lines = [" ".join(line.split()) for line in text.split("\n")]
+            while page_lines and not page_lines[-1]:
+                page_lines.pop()
+            if not any(page_lines):
+                continue
+            if lines:
+                lines.append("")  # passages prefer to end at a page break
+                pages.append(number)
+            lines.extend(page_lines)
+            pages.extend([number] * len(page_lines))
+    except _Unusable:
+        raise
+    except Exception as exc:  # pypdf raises many kinds on damaged files
+        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise _Unusable(f"unreadable PDF ({detail})") from None
+    return lines, pages
+
+
+def docx_text(data: bytes) -> tuple[list[str], list[int]]:
+    """Paragraphs (and table rows, cells joined by " | ") of a Word document.
+
+    Each paragraph is one text line numbered by its position in the document;
+    a blank line goes before each heading so passages prefer to end there.
+    """
+    import docx
+    from docx.table import Table
+
+    lines: list[str] = []
+    line_map: list[int] = []
+    try:
+        document = docx.Document(io.BytesIO(data))
+        for number, block in enumerate(document.iter_inner_content(), 1):
+            if isinstance(block, Table):
+                rows = []
+                for row in block.rows:
+                    cells = [" ".join(c.text.split()) for c in row.cells]
+                    rows.append(" | ".join(dict.fromkeys(c for c in cells if c)))
+                texts = [r for r in rows if r]
+                heading = False
+            else:
+                texts = [" ".join(part.split()) for part in block.text.split("\n")]
+                style = (block.style.name if block.style is not None else "") or ""
+                heading = style.lower().startswith(("heading", "title"))
+            if heading and lines and lines[-1]:
+                lines.append("")
+                line_map.append(number)
+            for t in texts:
+                lines.append(t)
+                line_map.append(number)
+    except Exception as exc:  # zip, XML and package errors on damaged files
+        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise _Unusable(f"unreadable Word document ({detail})") from None
+    return lines, line_map
+
 
 # Elements whose content is never part of the article a reader came for.
 _SKIP_TAGS = frozenset(

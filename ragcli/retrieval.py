@@ -28,13 +28,21 @@ class Hit:
     rank: int
     similarity: float
 
-    def as_dict(self) -> dict[str, str | int | float]:
+    @property
+    def citation(self) -> str:
+        """Where to look: ``path:page N`` for paged documents, else ``path:start-end``."""
+        c = self.chunk
+        where = f"page {c.page}" if c.page else f"{c.start_line}-{c.end_line}"
+        return f"{c.path}:{where}"
+
+    def as_dict(self) -> dict[str, str | int | float | None]:
         c = self.chunk
         return {
             "rank": self.rank,
             "path": c.path,
             "start_line": c.start_line,
             "end_line": c.end_line,
+            "page": c.page,
             "score": round(self.score, 4),
             "similarity": round(self.similarity, 4),
             "text": c.text,

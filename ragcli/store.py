@@ -35,7 +35,7 @@ from .ingest import SourceFile
 if TYPE_CHECKING:
     import numpy as np
 
-FORMAT_VERSION = 2  # 2: BM25 full-text table
+FORMAT_VERSION = 3  # 2: BM25 full-text table; 3: PDF page of each chunk
 DB_NAME = "index.sqlite"
 
 _SCHEMA = """
@@ -47,7 +47,7 @@ CREATE TABLE IF NOT EXISTS chunks (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     path TEXT NOT NULL REFERENCES files(path) ON DELETE CASCADE,
     ordinal INTEGER NOT NULL, start_line INTEGER NOT NULL, end_line INTEGER NOT NULL,
-    n_tokens INTEGER NOT NULL, text TEXT NOT NULL);
+    n_tokens INTEGER NOT NULL, text TEXT NOT NULL, page INTEGER);
 CREATE INDEX IF NOT EXISTS chunks_path ON chunks(path);
 CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
     text, content='chunks', content_rowid='id', tokenize='porter unicode61');
@@ -260,18 +260,23 @@ class IndexStore:
             return {}
         marks = ",".join("?" * len(ids))
         rows = self._db.execute(
-            "SELECT id, path, ordinal, start_line, end_line, text, n_tokens "
+            "SELECT id, path, ordinal, start_line, end_line, text, n_tokens, page "
             f"FROM chunks WHERE id IN ({marks})",
             ids,
         )
-        return {r[0]: StoredChunk(r[1], r[2], r[3], r[4], r[5], r[6], id=r[0]) for r in rows}
+        return {r[0]: _stored(r) for r in rows}
 
     def all_chunks(self) -> Iterator[StoredChunk]:
         rows = self._db.execute(
-            "SELECT id, path, ordinal, start_line, end_line, text, n_tokens FROM chunks ORDER BY id"
+            "SELECT id, path, ordinal, start_line, end_line, text, n_tokens, page "
+            "FROM chunks ORDER BY id"
         )
         for r in rows:
-            yield StoredChunk(r[1], r[2], r[3], r[4], r[5], r[6], id=r[0])
+            yield _stored(r)
+
+
+def _stored(r: tuple) -> StoredChunk:
+    return StoredChunk(r[1], r[2], r[3], r[4], r[5], r[6], page=r[7], id=r[0])
 
 
 class IndexWriter:
@@ -290,6 +295,12 @@ class IndexWriter:
         else:
             self.vectors = _load_vectors(db, root)
         self.files: dict[str, str] = dict(db.execute("SELECT path, sha256 FROM files"))
+        # Vector files a crashed writer left behind (we hold the lock, so no writer
+        # is using them, and readers only open the file the metadata names).
+        row = db.execute("SELECT value FROM meta WHERE key = 'vectors'").fetchone()
+        for stale in root.glob("vectors-*.faiss*"):
+            if row is None or stale.name != row[0]:
+                stale.unlink(missing_ok=True)
 
     def remove_file(self, path: str) -> None:
         ids = [r[0] for r in self._db.execute("SELECT id FROM chunks WHERE path = ?", (path,))]
@@ -312,9 +323,9 @@ class IndexWriter:
         ids = []
         for c in chunks:
             cur = self._db.execute(
-                "INSERT INTO chunks (path, ordinal, start_line, end_line, n_tokens, text) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                (path, c.ordinal, c.start_line, c.end_line, c.n_tokens, c.text),
+                "INSERT INTO chunks (path, ordinal, start_line, end_line, n_tokens, text, page) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (path, c.ordinal, c.start_line, c.end_line, c.n_tokens, c.text, c.page),
             )
             ids.append(cur.lastrowid)
         if ids:
@@ -354,6 +365,9 @@ def _open_for_write(path: Path, rebuild: bool) -> sqlite3.Connection:
     try:
         db = _connect(path)
         db.executescript(_SCHEMA)
+        columns = {r[1] for r in db.execute("PRAGMA table_info(chunks)")}
+        if "page" not in columns:  # format 2; its rows are rebuilt or the index refused
+            db.execute("ALTER TABLE chunks ADD COLUMN page INTEGER")
         n_fts = db.execute("SELECT count(*) FROM chunks_fts_docsize").fetchone()[0]
         if n_fts != db.execute("SELECT count(*) FROM chunks").fetchone()[0]:
             db.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('rebuild')")

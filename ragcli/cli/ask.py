@@ -124,11 +124,7 @@ def _ask_and_show(asker, question: str):
     else:
         sys.stdout.write(answer.answer + "\n")
     for h in answer.sources:
-        c = h.chunk
-        sys.stdout.write(
-            f"[{h.rank}] {display_path(c.path)}:{c.start_line}-{c.end_line}"
-            f"  similarity {h.similarity:.2f}\n"
-        )
+        sys.stdout.write(f"[{h.rank}] {display_path(h.citation)}  similarity {h.similarity:.2f}\n")
     sys.stdout.flush()
     sys.stderr.write(timing_line(answer.timings, answer.reason) + "\n")
     return answer

@@ -38,9 +38,31 @@ def index_command(
         typer.Option(help="Overlap between passages in tokens (default: 40).", show_default=False),
     ] = None,
     rebuild: Annotated[bool, typer.Option("--rebuild", help="Start the index over.")] = False,
+    include: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--include",
+            metavar="GLOB",
+            help="Only index files matching this glob (relative to the folder given; "
+            "** crosses folders; without a slash it matches file names). Repeatable.",
+            show_default=False,
+        ),
+    ] = None,
+    exclude: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--exclude",
+            metavar="GLOB",
+            help="Skip files and folders matching this glob (as --include). Repeatable.",
+            show_default=False,
+        ),
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Index .txt, .md, .rst and .html files; unchanged files are skipped."""
+    """Index .txt, .md, .rst, .html, .pdf and .docx files; unchanged files are skipped.
+
+    In folders, .gitignore and .ragignore files are honoured.
+    """
     from ..indexing import build_index
 
     s = settings(
@@ -49,12 +71,13 @@ def index_command(
         chunk_tokens=chunk_tokens,
         chunk_overlap=chunk_overlap,
     )
+    filters = {"include": include or (), "exclude": exclude or ()}
     if sys.stderr.isatty() and not json_out:
         report = _with_progress(
-            lambda progress: build_index(paths, s, rebuild=rebuild, progress=progress)
+            lambda progress: build_index(paths, s, rebuild=rebuild, progress=progress, **filters)
         )
     else:
-        report = build_index(paths, s, rebuild=rebuild)
+        report = build_index(paths, s, rebuild=rebuild, **filters)
     if json_out:
         print_json(asdict(report))
         return

@@ -58,9 +58,7 @@ def search_command(
     else:
         for h in result.hits:
             c = h.chunk
-            typer.echo(
-                f"[{h.rank}] {display_path(c.path)}:{c.start_line}-{c.end_line}  similarity {h.similarity:.3f}"
-            )
+            typer.echo(f"[{h.rank}] {display_path(h.citation)}  similarity {h.similarity:.3f}")
             typer.echo("    " + " ".join(c.text.split())[:300])
     if profile:
         print_profile(
