@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from .config import Settings
 from .generation import LlamaEngine, OnText, Timings
-from .grounding import support
+from .grounding import strip_instructions, support
 from .models import generation_model
 from .prompt import IDK, Prompt, chat_prompt, clean_answer, completion_prompt, is_refusal
 from .retrieval import Hit, Retriever
@@ -103,7 +103,7 @@ class Asker:
         return self._engine_future is not None and self._engine_future.done()
 
     def build_prompt(self, question: str, hits: list[Hit]) -> Prompt:
-        passages = [h.chunk.text for h in order_for_prompt(hits)]
+        passages = [strip_instructions(h.chunk.text) for h in order_for_prompt(hits)]
         eng = self.engine
         if eng.chat_template:
             return chat_prompt(question, passages, eng.chat_template, eng.bos, eng.eos)
@@ -154,7 +154,7 @@ class Asker:
         raw = clean_answer(gen.text)
         if is_refusal(raw):
             return answer(IDK, raw, "model_abstained", prompt=prompt)
-        share = support(raw, [h.chunk.text for h in hits])
+        share = support(raw, [strip_instructions(h.chunk.text) for h in hits])
         if share < s.min_support:
             return answer(IDK, raw, "not_supported", share, prompt)
         return answer(raw, raw, "answered", share, prompt)

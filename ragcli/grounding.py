@@ -109,3 +109,23 @@ def support(answer: str, passages: list[str]) -> float:
             found += 1
     numbers_ok = all(w in vocab or w in haystack for w in words if w[0].isdigit())
     return found / len(words) if numbers_ok else 0.0
+
+
+# Sentences that speak to the model instead of about the subject: a document
+# must not be able to change the rules ("ignore previous instructions ...").
+_INSTRUCTION = re.compile(
+    r"\b(ignore|disregard|forget|override)\b[^.!?\n]{0,40}\b(instructions?|rules?|prompts?|context)\b"
+    r"|\b(system|assistant)\s*(prompt|message)?\s*:"
+    r"|\byou\s+(are|must|should|will)\s+now\b"
+    r"|\b(answer|reply|respond)\s+(every|all|any)\s+questions?\b",
+    re.IGNORECASE,
+)
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def strip_instructions(text: str) -> str:
+    """The passage without sentences that try to instruct the model."""
+    if not _INSTRUCTION.search(text):
+        return text
+    kept = [s for s in _SENTENCE_END.split(text) if not _INSTRUCTION.search(s)]
+    return " ".join(kept)
