@@ -13,8 +13,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from .config import Settings
+from .context import focus
 from .generation import LlamaEngine, OnText, Timings
-from .grounding import strip_instructions, support
+from .grounding import support
 from .models import generation_model
 from .prompt import IDK, Prompt, chat_prompt, clean_answer, completion_prompt, is_refusal
 from .retrieval import Hit, Retriever
@@ -36,6 +37,14 @@ class Answer:
     support: float | None = None
     prompt: str = field(default="", repr=False)
 
+    @property
+    def cited(self) -> list[int]:
+        """Ranks of the sources whose text holds the answer (empty for "I don't know")."""
+        if not self.answered:
+            return []
+        needle = " ".join(self.answer.lower().split())
+        return [h.rank for h in self.sources if needle in " ".join(h.chunk.text.lower().split())]
+
     def as_dict(self) -> dict:
         return {
             "question": self.question,
@@ -43,20 +52,12 @@ class Answer:
             "answered": self.answered,
             "raw_answer": self.raw_answer,
             "grounded": self.grounded,
+            "cited": self.cited,
             "reason": self.reason,
             "sources": [h.as_dict() for h in self.sources],
             "timings": self.timings,
             "model": self.model,
         }
-
-
-def order_for_prompt(hits: list[Hit]) -> list[Hit]:
-    """Passages in document order (path, then position), not by score.
-
-    Questions that retrieve the same passages then build the same prompt
-    prefix whatever their ranking, which is what the KV cache reuses.
-    """
-    return sorted(hits, key=lambda h: (h.chunk.path, h.chunk.ordinal))
 
 
 def _model_name(s: Settings) -> str:
@@ -102,12 +103,11 @@ class Asker:
     def engine_loaded(self) -> bool:
         return self._engine_future is not None and self._engine_future.done()
 
-    def build_prompt(self, question: str, hits: list[Hit]) -> Prompt:
-        passages = [strip_instructions(h.chunk.text) for h in order_for_prompt(hits)]
+    def build_prompt(self, question: str, context: list[str]) -> Prompt:
         eng = self.engine
         if eng.chat_template:
-            return chat_prompt(question, passages, eng.chat_template, eng.bos, eng.eos)
-        return completion_prompt(question, passages)
+            return chat_prompt(question, context, eng.chat_template, eng.bos, eng.eos)
+        return completion_prompt(question, context)
 
     def ask(self, question: str, on_text: OnText | None = None) -> Answer:
         """Retrieve, generate, then apply the rules; never raises for "no answer"."""
@@ -138,12 +138,15 @@ class Asker:
                 prompt=prompt.text if prompt else "",
             )
 
-        if not hits or max(h.similarity for h in hits) < s.min_score:
+        t0 = time.perf_counter()
+        chosen = focus(question, hits, self.retriever.embedder)
+        timings["focus_ms"] = round((time.perf_counter() - t0) * 1000, 2)
+        if not chosen.sentences or chosen.best_similarity < s.min_score:
             timings.update(Timings().as_dict())
             return answer(IDK, "", "no_relevant_passages")
         t_wait = time.perf_counter()
         waited = not self.engine_loaded
-        prompt = self.build_prompt(question, hits)
+        prompt = self.build_prompt(question, chosen.sentences)
         if waited:  # what the question waited for the model, not the whole load
             timings["model_load_ms"] = round((time.perf_counter() - t_wait) * 1000, 2)
         before_generate = (time.perf_counter() - started) * 1000
@@ -154,7 +157,8 @@ class Asker:
         raw = clean_answer(gen.text)
         if is_refusal(raw):
             return answer(IDK, raw, "model_abstained", prompt=prompt)
-        share = support(raw, [strip_instructions(h.chunk.text) for h in hits])
+        # The answer must come from what the model was shown.
+        share = support(raw, chosen.sentences)
         if share < s.min_support:
             return answer(IDK, raw, "not_supported", share, prompt)
         return answer(raw, raw, "answered", share, prompt)

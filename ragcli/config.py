@@ -40,8 +40,8 @@ class Settings:
     n_ctx: int = 4096
     n_batch: int = 512
     n_threads: int = 0  # 0: one per core
-    max_tokens: int = 48
-    min_score: float = 0.30  # best retrieval score below this: "I don't know" without the model
+    max_tokens: int = 24
+    min_score: float = 0.42  # best sentence similarity below this: "I don't know", no model
     min_support: float = 0.5  # share of answer words that must occur in the passages
     cache_dir: Path = field(default_factory=_default_cache_dir)
     cache_max_bytes: int = 1 << 30
