@@ -21,6 +21,7 @@ import os
 import struct
 import tempfile
 import time
+import weakref
 from array import array
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,9 +52,18 @@ def engine_fingerprint(engine: LlamaEngine) -> str:
     """What a saved state depends on besides its tokens."""
     import llama_cpp
 
+    lib = Path(llama_cpp.__file__).parent / "lib"
+    builds = sorted(
+        (p.name, p.stat().st_size, p.stat().st_mtime_ns)
+        for p in lib.glob("lib*.so*")
+        if p.is_file()
+    )
     parts = {
         "model_sha256": engine.model.digest,
         "llama_cpp": llama_cpp.__version__,
+        # The native build (compiled for this CPU) and its features decide the bytes too.
+        "build": builds,
+        "system": llama_cpp.llama_print_system_info().decode("utf-8", "replace"),
         "n_ctx": engine.n_ctx,
         "n_batch": engine.n_batch,
         "kv_type": "f16",
@@ -72,6 +82,14 @@ class PrefixCache:
     def __init__(self, root: Path, max_bytes: int = 1 << 30) -> None:
         self.root = root
         self.max_bytes = max_bytes
+        self._fingerprints: weakref.WeakKeyDictionary[LlamaEngine, str] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def _fingerprint(self, engine: LlamaEngine) -> str:
+        if engine not in self._fingerprints:
+            self._fingerprints[engine] = engine_fingerprint(engine)
+        return self._fingerprints[engine]
 
     def _path(self, fingerprint: str, tokens: list[int]) -> Path:
         key = hashlib.sha256(fingerprint.encode() + _token_bytes(tokens)).hexdigest()
@@ -86,7 +104,7 @@ class PrefixCache:
         Only prefixes longer than ``better_than`` (what the live cache already
         holds) and shorter than the prompt are tried.
         """
-        fp = engine_fingerprint(engine)
+        fp = self._fingerprint(engine)
         for n in sorted({b for b in boundaries if better_than < b < len(tokens)}, reverse=True):
             t0 = time.perf_counter()
             path = self._path(fp, tokens[:n])
@@ -131,7 +149,7 @@ class PrefixCache:
 
     # -- writing ---------------------------------------------------------
     def has(self, engine: LlamaEngine, tokens: list[int]) -> bool:
-        return self._path(engine_fingerprint(engine), tokens).is_file()
+        return self._path(self._fingerprint(engine), tokens).is_file()
 
     def save(self, engine: LlamaEngine, tokens: list[int]) -> float:
         """Save the engine's current state as the state of ``tokens``; returns ms spent.
@@ -140,7 +158,7 @@ class PrefixCache:
         costs speed, never the answer.
         """
         t0 = time.perf_counter()
-        fp = engine_fingerprint(engine)
+        fp = self._fingerprint(engine)
         path = self._path(fp, tokens)
         if path.is_file():
             return 0.0

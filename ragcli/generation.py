@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from .cache import PrefixCache
 
 OnText = Callable[[str], None]
+CONTEXT = 1  # index of the document-text segment in Prompt.segments
 
 
 @dataclass
@@ -108,6 +109,7 @@ class LlamaEngine:
         self.n_vocab = self.llm.n_vocab()
         self._vocab = llama_cpp.llama_model_get_vocab(self.llm.model)
         self._mem = llama_cpp.llama_get_memory(self.ctx)
+        self.n_swa = int(llama_cpp.llama_model_n_swa(self.llm.model))  # 0: no sliding window
         self._batch = llama_cpp.llama_batch_init(self.n_batch, 0, 1)
         for i in range(self.n_batch):
             self._batch.n_seq_id[i] = 1
@@ -124,20 +126,27 @@ class LlamaEngine:
             return ""
         return self.llm.detokenize([token], special=True).decode("utf-8", "replace")
 
+    def _segment_tokens(self, prompt: Prompt) -> list[list[int]]:
+        """Segments are tokenized apart, so a shared segment always has the same tokens.
+
+        The context segment is document text: its "<start_of_turn>"-like strings stay
+        text (special=False), so a document cannot forge chat control tokens.
+        """
+        return [
+            self.llm.tokenize(seg.encode("utf-8"), add_bos=(i == 0), special=(i != CONTEXT))
+            if seg
+            else []
+            for i, seg in enumerate(prompt.segments)
+        ]
+
     def tokenize(self, prompt: Prompt) -> list[int]:
-        """Segments are tokenized apart, so a shared segment always has the same tokens."""
-        tokens: list[int] = []
-        for i, seg in enumerate(prompt.segments):
-            if seg:
-                tokens += self.llm.tokenize(seg.encode("utf-8"), add_bos=(i == 0), special=True)
-        return tokens
+        return [t for seg in self._segment_tokens(prompt) for t in seg]
 
     def segment_ends(self, prompt: Prompt) -> list[int]:
         """Token counts at the end of each segment: where cached states are cut."""
         ends, total = [], 0
-        for i, seg in enumerate(prompt.segments):
-            if seg:
-                total += len(self.llm.tokenize(seg.encode("utf-8"), add_bos=(i == 0), special=True))
+        for seg in self._segment_tokens(prompt):
+            total += len(seg)
             ends.append(total)
         return ends
 
@@ -165,9 +174,19 @@ class LlamaEngine:
         return int(np.argmax(np.ctypeslib.as_array(ptr, shape=(self.n_vocab,))))
 
     def trim(self, keep: int) -> int:
-        """Drop cached positions from ``keep`` on; returns how many remain."""
+        """Drop cached positions from ``keep`` on; returns how many remain.
+
+        A sliding-window model restored from a saved state holds only the last window
+        of its windowed layers, and llama.cpp reports success when trimming below it
+        while later output is silently wrong: such a cut clears the cache instead
+        (llama-server's rule: the window must still reach back from ``keep``).
+        """
         if keep < len(self.kv_tokens):
-            if not self._lib.llama_memory_seq_rm(self._mem, 0, keep, -1):
+            ok = bool(self._lib.llama_memory_seq_rm(self._mem, 0, keep, -1))
+            if ok and keep and self.n_swa:
+                low = self._lib.llama_memory_seq_pos_min(self._mem, 0)
+                ok = low != -1 and low <= max(0, keep - self.n_swa)
+            if not ok:
                 self._lib.llama_memory_clear(self._mem, True)
                 keep = 0
             self.kv_tokens = self.kv_tokens[:keep]

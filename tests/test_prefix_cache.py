@@ -160,3 +160,17 @@ def test_same_question_in_new_processes_uses_the_disk_cache(tmp_path):
     assert second["cache_source"] == "disk"
     assert second["prefill_tokens"] < 40 and second["state_load_ms"] > 0
     assert cold["text"] == first["text"] == second["text"]
+
+
+def test_trimming_below_a_restored_sliding_window_clears_instead_of_corrupting(engine):
+    """Gemma keeps only the last window of its windowed layers in a saved state."""
+    text = " ".join(PASSAGES) * 3
+    tokens = engine.llm.tokenize(text.encode(), add_bos=True)[:800]
+    engine.trim(0)
+    engine._decode(tokens, 0)
+    assert engine.trim(100) == 100  # prefilled here: the whole window history is present
+    engine.trim(0)
+    engine._decode(tokens, 0)
+    assert engine.load_state(engine.save_state(), tokens)
+    expected = 0 if engine.n_swa else 100
+    assert engine.trim(100) == expected
