@@ -115,14 +115,15 @@ def _ask_and_show(asker, question: str):
         sys.stdout.flush()
 
     answer = asker.ask(question, on_text=on_text if stream else None)
+    marks = "".join(f" [{rank}]" for rank in answer.cited)  # sources that hold the answer
     if stream and answer.raw_answer:
-        sys.stdout.write("\n")
+        sys.stdout.write(marks + "\n")
         if not answer.answered:
             sys.stdout.write(
                 f"-> {answer.answer} (the answer above is not supported by the passages)\n"
             )
     else:
-        sys.stdout.write(answer.answer + "\n")
+        sys.stdout.write(answer.answer + marks + "\n")
     for h in answer.sources:
         sys.stdout.write(f"[{h.rank}] {display_path(h.citation)}  similarity {h.similarity:.2f}\n")
     sys.stdout.flush()
