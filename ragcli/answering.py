@@ -36,14 +36,7 @@ class Answer:
     model: str
     support: float | None = None
     prompt: str = field(default="", repr=False)
-
-    @property
-    def cited(self) -> list[int]:
-        """Ranks of the sources whose text holds the answer (empty for "I don't know")."""
-        if not self.answered:
-            return []
-        needle = " ".join(self.answer.lower().split())
-        return [h.rank for h in self.sources if needle in " ".join(h.chunk.text.lower().split())]
+    cited: list[int] = field(default_factory=list)  # ranks of the sources the answer came from
 
     def as_dict(self) -> dict:
         return {
@@ -161,7 +154,16 @@ class Asker:
         share = support(raw, chosen.sentences)
         if share < s.min_support:
             return answer(IDK, raw, "not_supported", share, prompt)
-        return answer(raw, raw, "answered", share, prompt)
+        result = answer(raw, raw, "answered", share, prompt)
+        # Cite the sources of the sentences that hold every word of the answer.
+        result.cited = list(
+            dict.fromkeys(
+                rank
+                for sentence, rank in zip(chosen.sentences, chosen.ranks, strict=True)
+                if support(raw, [sentence]) == 1.0
+            )
+        )
+        return result
 
     def close(self) -> None:
         if self._engine_future is not None:

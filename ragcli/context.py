@@ -29,10 +29,10 @@ _ENDS_BLOCK = re.compile(r"[.!?:;][\"”’)]?$")
 
 @dataclass(frozen=True)
 class Focus:
-    """The sentences to show, their passages' ranks, and the best sentence's similarity."""
+    """The sentences to show, the rank of the passage each came from, the best similarity."""
 
     sentences: list[str]
-    ranks: list[int]
+    ranks: list[int]  # parallel to sentences
     best_similarity: float
 
 
@@ -105,8 +105,4 @@ def focus(question: str, hits: list[Hit], embedder: Embedder) -> Focus:
                 pick.add(j)
     # Document order, not score order: the same sentences give the same prompt tokens.
     chosen = sorted(pick, key=lambda i: cands[i][:3])
-    return Focus(
-        [cands[i][3] for i in chosen],
-        list(dict.fromkeys(cands[i][4] for i in chosen)),
-        float(sims.max()),
-    )
+    return Focus([cands[i][3] for i in chosen], [cands[i][4] for i in chosen], float(sims.max()))
