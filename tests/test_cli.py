@@ -98,3 +98,14 @@ def test_help_and_version():
     assert rag("--help").returncode == 0
     version = rag("--version")
     assert version.returncode == 0 and version.stdout.startswith("rag ")
+
+
+def test_chat_keeps_the_model_and_its_cache_between_questions(workdir):
+    questions = f"{CRICKET}\nWhen did Apollo 11 launch?\n"
+    result = rag("chat", input=questions, cwd=workdir)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("Australia")
+    timing_lines = [line for line in result.stderr.splitlines() if line.startswith("prompt ")]
+    assert len(timing_lines) == 2
+    # The second question reuses the instructions and examples still in the KV cache.
+    assert "live)" in timing_lines[1]

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from .. import __version__
-from . import ask, bench, cache, evaluate, index, search
+from . import ask, bench, cache, chat, evaluate, index, search
 
 app = typer.Typer(
     name="rag",
@@ -44,6 +44,7 @@ app.command("index")(index.index_command)
 app.command("search")(search.search_command)
 app.command("ask")(ask.ask_command)
 app.command("eval")(evaluate.eval_command)
+app.command("chat")(chat.chat_command)
 app.add_typer(cache.app, name="cache")
 app.add_typer(bench.app, name="bench")
 

@@ -74,7 +74,7 @@ def ask_command(
         if not question.strip():
             raise typer.BadParameter("the question is empty", param_hint="QUESTION")
         ask_started_ms = process_age_ms() if profile else None
-        answer = asker.ask(question) if json_out else _ask_and_show(asker, question)
+        answer = asker.ask(question) if json_out else show_answer(asker, question)
     finally:
         asker.close()
     report = _profile(answer.timings, started_ms, open_ms, ask_started_ms) if profile else None
@@ -106,7 +106,7 @@ def _profile(t: dict, started_ms, open_ms: float, ask_started_ms) -> dict[str, f
     return {k: round(v, 1) for k, v in out.items() if v is not None}
 
 
-def _ask_and_show(asker, question: str):
+def show_answer(asker, question: str):
     """Stream the answer on a terminal, then sources and the timing line."""
     stream = sys.stdout.isatty()
 

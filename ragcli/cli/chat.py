@@ -1,0 +1,41 @@
+"""`rag chat`: ask one question after another with the model kept loaded."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from .ask import show_answer
+from .common import IndexOpt, ModelOpt, NoCacheOpt, RetrieverOpt, TopKOpt, handle_errors, settings
+
+
+@handle_errors
+def chat_command(
+    top_k: TopKOpt = None,
+    retriever: RetrieverOpt = None,
+    index: IndexOpt = None,
+    model: ModelOpt = None,
+    no_cache: NoCacheOpt = False,
+) -> None:
+    """Interactive questions; the KV cache of the shared prompt prefix stays warm.
+
+    An empty line or end of input (Ctrl-D) ends the session.
+    """
+    from ..answering import Asker
+
+    s = settings(index_dir=index, model=model, top_k=top_k, retriever=retriever,
+                 use_cache=False if no_cache else None)  # fmt: skip
+    asker = Asker(s)
+    try:
+        while True:
+            try:
+                question = input("? " if sys.stdin.isatty() else "").strip()
+            except EOFError:
+                break
+            if not question:
+                break
+            show_answer(asker, question)
+    finally:
+        asker.close()
+    raise typer.Exit(0)
