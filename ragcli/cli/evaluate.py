@@ -53,7 +53,7 @@ def eval_command(
         retriever=retriever,
         use_cache=False if no_cache else None,
     )
-    asker = Asker(s)
+    asker = Asker(s, preload=not retrieval_only)
     try:
         if sys.stderr.isatty() and not json_out:
             from rich.progress import Progress
