@@ -132,13 +132,18 @@ class VectorIndex:
         return cls(faiss.index_factory(dim, f"IDMap2,{index_type}", faiss.METRIC_INNER_PRODUCT))
 
     @classmethod
-    def load(cls, path: Path) -> VectorIndex:
+    def load(cls, path: Path, mmap: bool = True) -> VectorIndex:
+        """Read an index file; ``mmap`` maps flat vectors instead of reading them
+        (readers only: a writer needs its own copy to add and remove)."""
         import faiss
 
-        try:
-            return cls(faiss.read_index(str(path), faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY))
-        except RuntimeError:
-            return cls(faiss.read_index(str(path)))
+        if mmap:
+            flags = getattr(faiss, "IO_FLAG_MMAP_IFC", faiss.IO_FLAG_MMAP) | faiss.IO_FLAG_READ_ONLY
+            try:
+                return cls(faiss.read_index(str(path), flags))
+            except RuntimeError:
+                pass  # an index type that cannot be mapped: read it whole
+        return cls(faiss.read_index(str(path)))
 
     def __len__(self) -> int:
         return int(self._index.ntotal)
@@ -222,7 +227,7 @@ class IndexStore:
     @property
     def vectors(self) -> VectorIndex:
         if self._vectors is None:
-            self._vectors = _load_vectors(self._db, self.root)
+            self._vectors = _load_vectors(self._db, self.root, mmap=True)
         return self._vectors
 
     def files(self) -> dict[str, str]:
@@ -293,7 +298,7 @@ class IndexWriter:
             db.execute("DELETE FROM files")
             self.vectors = VectorIndex.create(info.embed_dim, info.index_type)
         else:
-            self.vectors = _load_vectors(db, root)
+            self.vectors = _load_vectors(db, root, mmap=False)
         self.files: dict[str, str] = dict(db.execute("SELECT path, sha256 FROM files"))
         # Vector files a crashed writer left behind (we hold the lock, so no writer
         # is using them, and readers only open the file the metadata names).
@@ -403,7 +408,7 @@ def _read_info(db: sqlite3.Connection, root: Path) -> IndexInfo:
     return info
 
 
-def _load_vectors(db: sqlite3.Connection, root: Path) -> VectorIndex:
+def _load_vectors(db: sqlite3.Connection, root: Path, mmap: bool) -> VectorIndex:
     try:
         row = db.execute("SELECT value FROM meta WHERE key = 'vectors'").fetchone()
         n_chunks = db.execute("SELECT count(*) FROM chunks").fetchone()[0]
@@ -413,7 +418,7 @@ def _load_vectors(db: sqlite3.Connection, root: Path) -> VectorIndex:
         raise IndexCorruptError(f"index {root} names no vector file; {_REBUILD}")
     path = root / row[0]
     try:
-        vectors = VectorIndex.load(path)
+        vectors = VectorIndex.load(path, mmap=mmap)
     except RuntimeError as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else "unreadable"
         raise IndexCorruptError(f"vector file {path} is unreadable ({first}); {_REBUILD}") from None

@@ -272,3 +272,23 @@ def test_does_not_import_torch_or_sentence_transformers():
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
+
+
+def test_a_model_the_numpy_path_cannot_run_falls_back_with_one_note(tmp_path, capsys):
+    import json
+    import shutil
+
+    from ragcli.embedding import SentenceTransformerEmbedder
+    from ragcli.models import embedding_model
+    from ragcli.retrieval import query_embedder
+
+    folder = tmp_path / "cls-pooled"
+    shutil.copytree(embedding_model().path, folder)
+    pooling = folder / "1_Pooling" / "config.json"
+    config = json.loads(pooling.read_text())
+    config.update(pooling_mode_cls_token=True, pooling_mode_mean_tokens=False)
+    pooling.write_text(json.dumps(config))
+    embedder = query_embedder(embedding_model(str(folder)))
+    assert isinstance(embedder, SentenceTransformerEmbedder)
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "sentence-transformers" in err
