@@ -39,10 +39,10 @@ format: install
 	$(BIN)/ruff format ragcli tests
 
 bench: install
-	$(BIN)/rag bench prefill --plot docs/prefill.png
+	$(BIN)/rag bench prefill --max-len 4096 --reps 3 --plot docs/prefill.png
 	$(BIN)/rag bench workload ../shared/eval/pydocs-dev.jsonl --docs ../shared/eval/pydocs --index .rag-pydocs
 	$(BIN)/rag index corpora
-	$(BIN)/rag bench startup
+	$(BIN)/rag bench startup --runs 7
 
 clean:
 	rm -rf .rag .pytest_cache .ruff_cache
