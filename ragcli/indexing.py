@@ -44,6 +44,8 @@ class IndexReport:
     chunks_total: int = 0
     files_total: int = 0
     seconds: float = 0.0
+    chunks_per_s: float = 0.0  # chunks embedded per second of the whole run
+    files_per_s: float = 0.0  # new and changed files per second of the whole run
     skipped: list[dict[str, str]] = field(default_factory=list)
     warnings: list[dict[str, str]] = field(default_factory=list)
 
@@ -140,4 +142,6 @@ def build_index(
         report.files_total = len(writer.files)
         report.chunks_total = len(writer.vectors)
     report.seconds = time.perf_counter() - started
+    report.chunks_per_s = round(report.chunks_embedded / max(report.seconds, 1e-9), 1)
+    report.files_per_s = round((report.added + report.updated) / max(report.seconds, 1e-9), 1)
     return report

@@ -91,6 +91,8 @@ def index_command(
         f"{report.chunks_total} in the index ({report.files_total} files); "
         f"{report.seconds:.1f} s -> {display_path(report.index_dir)}"
     )
+    if report.chunks_embedded:
+        typer.echo(f"{report.chunks_per_s:.1f} chunks/s, {report.files_per_s:.1f} files/s")
 
 
 def _with_progress(run):
