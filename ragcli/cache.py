@@ -148,9 +148,6 @@ class PrefixCache:
             return None
 
     # -- writing ---------------------------------------------------------
-    def has(self, engine: LlamaEngine, tokens: list[int]) -> bool:
-        return self._path(self._fingerprint(engine), tokens).is_file()
-
     def save(self, engine: LlamaEngine, tokens: list[int]) -> float:
         """Save the engine's current state as the state of ``tokens``; returns ms spent.
 

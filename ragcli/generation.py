@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import itertools
 import logging
 import os
 import sys
@@ -144,11 +145,7 @@ class LlamaEngine:
 
     def segment_ends(self, prompt: Prompt) -> list[int]:
         """Token counts at the end of each segment: where cached states are cut."""
-        ends, total = [], 0
-        for seg in self._segment_tokens(prompt):
-            total += len(seg)
-            ends.append(total)
-        return ends
+        return list(itertools.accumulate(len(seg) for seg in self._segment_tokens(prompt)))
 
     # -- low level -------------------------------------------------------
     def _decode(self, tokens: list[int], start: int) -> None:
@@ -226,7 +223,9 @@ class LlamaEngine:
         """Greedy completion of ``prompt``; streams text through ``on_text``."""
         t = Timings()
         started = time.perf_counter()
-        tokens = self.tokenize(prompt)
+        segments = self._segment_tokens(prompt)
+        tokens = [tok for seg in segments for tok in seg]
+        ends = list(itertools.accumulate(len(seg) for seg in segments))
         t.prompt_tokens = len(tokens)
         if len(tokens) + max_tokens > self.n_ctx:
             raise ModelError(
@@ -234,7 +233,6 @@ class LlamaEngine:
                 f"context of {self.n_ctx}; lower -k or raise n_ctx"
             )
         # Reuse what is cached: at least one token must be evaluated for logits.
-        ends = self.segment_ends(prompt)
         live = self.trim(common_prefix(self.kv_tokens, tokens[:-1]) if use_cache else 0)
         t.cached_tokens, t.cache_source = live, "live" if live else "none"
         cache = self.cache if use_cache else None
