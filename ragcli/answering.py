@@ -11,6 +11,7 @@ import contextlib
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from .config import Settings
 from .context import focus
@@ -19,6 +20,9 @@ from .grounding import support
 from .models import generation_model
 from .prompt import IDK, Prompt, chat_prompt, clean_answer, completion_prompt, is_refusal
 from .retrieval import Hit, Retriever
+
+if TYPE_CHECKING:
+    from .remote_generation import RemoteEngine
 
 
 @dataclass
@@ -54,6 +58,8 @@ class Answer:
 
 
 def _model_name(s: Settings) -> str:
+    if s.llm_url:
+        return s.llm_url
     return s.model.name if s.model else "gemma-3-270m-q4_k_m.gguf"
 
 
@@ -69,13 +75,19 @@ class Asker:
         # Load the model on a thread while the question is embedded and searched:
         # llama.cpp releases the GIL, so a fresh `rag ask` hides most of the load.
         self._loader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="model-load")
-        self._engine_future: Future[LlamaEngine] | None = None
+        self._engine_future: Future[LlamaEngine | RemoteEngine] | None = None
         if preload:
             self._engine_future = self._loader.submit(self._load_engine)
 
-    def _load_engine(self) -> LlamaEngine:
+    def _load_engine(self) -> LlamaEngine | RemoteEngine:
         s = self.settings
         t0 = time.perf_counter()
+        if s.llm_url:  # a server has the model: nothing of llama.cpp is loaded here
+            from .remote_generation import RemoteEngine
+
+            remote = RemoteEngine(s.llm_url)
+            self.model_load_ms = (time.perf_counter() - t0) * 1000
+            return remote
         model = generation_model(s.model, s.cache_dir)
         cache = None
         if s.use_cache:
@@ -87,7 +99,7 @@ class Asker:
         return engine
 
     @property
-    def engine(self) -> LlamaEngine:
+    def engine(self) -> LlamaEngine | RemoteEngine:
         if self._engine_future is None:
             self._engine_future = self._loader.submit(self._load_engine)
         return self._engine_future.result()

@@ -476,7 +476,7 @@ def run_workload(
     the cost of filling it.
     """
     from .models import generation_model
-    from .store import IndexStore
+    from .store import open_store
 
     index_dir = settings.index_dir
     if docs is not None:
@@ -485,7 +485,7 @@ def run_workload(
         if progress:
             progress(f"indexing {docs}")
         build_index([docs], settings)
-    IndexStore.open(index_dir).close()  # a clear error now, not one per process
+    open_store(settings).close()  # a clear error now, not one per process
     generation_model(settings.model, settings.cache_dir)  # assembled once, outside the timing
     qs = [q for q in questions if q != "-"]
     off_runs, on_runs, per_q = [], [], []
@@ -582,3 +582,324 @@ def startup_bench(index_dir: Path, question: str, runs: int = 5) -> list[Startup
             )
         )
     return rows
+
+
+# -- index types at scale ----------------------------------------------------
+if TYPE_CHECKING:
+    import numpy as np
+
+
+@dataclass
+class IndexTypeRow:
+    """One FAISS index type at one size, built and searched the way `rag index` does."""
+
+    n: int
+    index_type: str
+    search_params: str
+    build_s: float | None  # staging + train + add (None: same index, other search setting)
+    index_mb: float  # the saved vector file (about what a writer holds in memory)
+    reader_rss_mb: float  # RSS growth of a reader: mapped file, load, then all the queries
+    load_ms: float  # opening the saved file memory-mapped, as `rag search` does
+    p50_ms: float  # one query at a time on the loaded index
+    p99_ms: float
+    recall_at_10: float  # share of the exact top 10 found
+
+
+def clustered_vectors(n: int, dim: int = 384, centres: int = 2000, seed: int = 0) -> np.ndarray:
+    """Unit vectors from a Gaussian mixture around ``centres`` random directions.
+
+    Uniform random vectors have no neighbourhoods (every point is about equally
+    far from every other), which no embedding model produces and which makes
+    any approximate index look worse than it is. The centres and their widths
+    are fixed; ``seed`` draws the points, so queries come from another seed.
+    ``centres=0`` gives the uniform worst case.
+    """
+    import numpy as np
+
+    if centres == 0:
+        x = np.random.default_rng(seed).standard_normal((n, dim), dtype=np.float32)
+        return x / np.linalg.norm(x, axis=1, keepdims=True)
+    fixed = np.random.default_rng(12345)
+    centre = fixed.standard_normal((centres, dim), dtype=np.float32)
+    centre /= np.linalg.norm(centre, axis=1, keepdims=True)
+    width = fixed.uniform(0.035, 0.07, centres).astype(np.float32)
+    rng = np.random.default_rng(seed)
+    out = np.empty((n, dim), dtype=np.float32)
+    for start in range(0, n, 100_000):
+        m = min(100_000, n - start)
+        pick = rng.integers(0, centres, m)
+        x = rng.standard_normal((m, dim), dtype=np.float32) * width[pick, None] + centre[pick]
+        x /= np.linalg.norm(x, axis=1, keepdims=True)
+        out[start : start + m] = x
+    return out
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1e6
+
+
+def _search_timed(index, queries: np.ndarray, k: int) -> tuple[list[float], np.ndarray]:
+    import numpy as np
+
+    times, found = [], np.full((len(queries), k), -1, dtype=np.int64)
+    for i in range(len(queries)):
+        t0 = time.perf_counter()
+        hits = index.search(queries[i : i + 1], k)[0]
+        times.append((time.perf_counter() - t0) * 1000)
+        found[i, : len(hits)] = [h for h, _ in hits]
+    return times, found
+
+
+def _recall(found: np.ndarray, exact: np.ndarray) -> float:
+    return sum(len(set(f) & set(e)) for f, e in zip(found, exact, strict=True)) / exact.size
+
+
+def index_types_bench(
+    sizes: list[int],
+    types: list[str],
+    n_queries: int = 1000,
+    nprobes: tuple[int, ...] = (),
+    centres: int = 2000,
+    vectors: np.ndarray | None = None,
+    queries: np.ndarray | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> list[IndexTypeRow]:
+    """Build each type at each size through :class:`ragcli.store.VectorIndex`
+    (stage flat, then ``finalize`` trains and fills the wanted type, as a commit
+    does), save it, map it back as a reader does, and time single queries.
+
+    ``types`` may hold "auto". Recall is against exact inner-product search.
+    ``nprobes`` adds search-only rows for IVF types at other nprobe values.
+    Without ``vectors``, clustered synthetic 384-d vectors (:func:`clustered_vectors`).
+    """
+    import faiss
+    import numpy as np
+
+    from .store import IndexInfo, VectorIndex
+
+    k = 10
+    rows: list[IndexTypeRow] = []
+    for n in sizes:
+        say = progress or (lambda _msg: None)
+        say(f"{n:,} vectors: generating and searching exactly")
+        base = clustered_vectors(n, centres=centres) if vectors is None else vectors[:n]
+        if queries is None:
+            qs = clustered_vectors(n_queries, base.shape[1], centres, seed=1)
+        else:
+            qs = queries
+        exact_index = faiss.IndexFlatIP(base.shape[1])
+        exact_index.add(base)
+        exact = exact_index.search(qs, k)[1] + 1  # positions -> the ids given below
+        del exact_index
+        ids = np.arange(1, n + 1, dtype=np.int64)
+        for spec in types:
+            say(f"{n:,} vectors: building {spec}")
+            t0 = time.perf_counter()
+            vi = VectorIndex.create(base.shape[1], "Flat")
+            vi.add(ids, base)
+            info = IndexInfo("bench", base.shape[1], 1, 0, index_spec=spec)
+            info = vi.finalize(info)
+            build_s = time.perf_counter() - t0
+            with tempfile.TemporaryDirectory() as tmp:
+                path = Path(tmp) / "vectors.faiss"
+                vi.save(path)
+                del vi
+                size_mb = path.stat().st_size / 1e6
+                rss0 = _rss_mb()
+                t0 = time.perf_counter()
+                loaded = VectorIndex.load(path, mmap=True, index_type=info.index_type)
+                load_ms = (time.perf_counter() - t0) * 1000
+                say(f"{n:,} vectors: searching {info.index_type} ({info.search_params or 'exact'})")
+                settings = [info.search_params]
+                ivf = faiss.try_extract_index_ivf(loaded._index)
+                if ivf is not None:
+                    settings += [f"nprobe={p}" for p in nprobes if f"nprobe={p}" not in settings]
+                label = f"auto: {info.index_type}" if spec == "auto" else info.index_type
+                for j, params in enumerate(settings):
+                    if params:  # "nprobe=32, held-out recall@10 0.97": the setting only
+                        setting = params.split(",")[0]
+                        faiss.ParameterSpace().set_index_parameters(loaded._index, setting)
+                    times, found = _search_timed(loaded, qs, k)
+                    rss = _rss_mb() - rss0
+                    rows.append(
+                        IndexTypeRow(
+                            n=n,
+                            index_type=label,
+                            search_params=params,
+                            build_s=round(build_s, 1) if j == 0 else None,
+                            index_mb=round(size_mb, 1),
+                            reader_rss_mb=round(rss, 1),
+                            load_ms=round(load_ms, 1),
+                            p50_ms=round(float(np.percentile(times, 50)), 2),
+                            p99_ms=round(float(np.percentile(times, 99)), 2),
+                            recall_at_10=round(_recall(found, exact), 4),
+                        )
+                    )
+                del loaded
+    return rows
+
+
+# -- ingestion throughput ------------------------------------------------------
+@dataclass
+class IngestReport:
+    """`rag index` against bare ``SentenceTransformer.encode`` on the same passages,
+    measured in one process, plus an unchanged re-run in a fresh process."""
+
+    docs: str
+    files: int
+    chunks: int
+    index_s: float
+    index_chunks_per_s: float
+    index_files_per_s: float
+    encode_s: float
+    encode_chunks_per_s: float
+    ratio: float  # indexing throughput / encode throughput
+    rerun_s: float  # `rag index` again, nothing changed, fresh process (median)
+    peak_rss_mb: float  # this process (indexing + encode) and its parsing workers
+    reps: int
+
+
+def ingest_bench(
+    docs: Path,
+    settings: Settings,
+    exclude: list[str] | None = None,
+    reps: int = 1,
+    progress: Callable[[str], None] | None = None,
+) -> IngestReport:
+    """Index ``docs`` from scratch and encode the resulting passages bare, ``reps``
+    times each, alternating; the model is loaded before either clock starts."""
+    import resource
+
+    from .embedding import SentenceTransformerEmbedder
+    from .indexing import build_index
+    from .models import embedding_model
+    from .store import IndexStore
+
+    say = progress or (lambda _msg: None)
+    exclude = exclude or []
+    embedder = SentenceTransformerEmbedder(embedding_model())
+    embedder.embed(["warm-up"])  # import torch and load the model outside the timings
+    model = embedder._load()
+    with tempfile.TemporaryDirectory(prefix="rag-bench-ingest-") as tmp:
+        s = settings.replace(index_dir=Path(tmp) / "index")
+        index_runs, encode_runs = [], []
+        report = None
+        for rep in range(reps):
+            say(f"indexing {docs} ({rep + 1}/{reps})")
+            t0 = time.perf_counter()
+            report = build_index([docs], s, rebuild=True, embedder=embedder, exclude=exclude)
+            index_runs.append(time.perf_counter() - t0)
+            store = IndexStore.open(s.index_dir)
+            texts = [c.text for c in store.all_chunks()]
+            store.close()
+            say(f"encoding the same {len(texts)} passages with SentenceTransformer.encode")
+            t0 = time.perf_counter()
+            model.encode(
+                texts, batch_size=embedder.batch_size, normalize_embeddings=True,
+                convert_to_numpy=True, show_progress_bar=False,
+            )  # fmt: skip
+            encode_runs.append(time.perf_counter() - t0)
+        say("re-running `rag index` on the unchanged tree in fresh processes")
+        args = [sys.executable, "-m", "ragcli", "index", str(docs), "--index", str(s.index_dir)]
+        for pattern in exclude:
+            args += ["--exclude", pattern]
+        reruns = [_run_measured(args, dict(os.environ))[0] / 1000 for _ in range(3)]
+    assert report is not None
+    index_s, encode_s = statistics.median(index_runs), statistics.median(encode_runs)
+    n = len(texts)
+    peak = max(
+        resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+        resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss,
+    )
+    return IngestReport(
+        docs=str(docs),
+        files=report.added,
+        chunks=n,
+        index_s=round(index_s, 2),
+        index_chunks_per_s=round(n / index_s, 1),
+        index_files_per_s=round(report.added / index_s, 1),
+        encode_s=round(encode_s, 2),
+        encode_chunks_per_s=round(n / encode_s, 1),
+        ratio=round(encode_s / index_s, 3),
+        rerun_s=round(statistics.median(reruns), 2),
+        peak_rss_mb=round(peak / 1024, 1),
+        reps=reps,
+    )
+
+
+@dataclass
+class BigFileReport:
+    """`rag index` of a folder holding one large text file, in a fresh process."""
+
+    size_mb: float
+    seconds: float
+    chunks: int
+    peak_rss_mb: float  # of the `rag index` process and the children it waited for
+
+
+def write_big_text(path: Path, size_mb: int, seed: int = 0) -> None:
+    """A Markdown file of ``size_mb`` MB: sections of sentences drawn from a small
+    vocabulary, each section written several times (so many passages repeat)."""
+    import random
+
+    rng = random.Random(seed)
+    words = sample_text().split()
+    sections = []
+    for s in range(64):
+        body = "\n\n".join(
+            " ".join(rng.choice(words) for _ in range(rng.randint(20, 60))) for _ in range(12)
+        )
+        sections.append(f"## Section {s}\n\n{body}\n\n")
+    target = size_mb << 20
+    written = 0
+    with path.open("w", encoding="utf-8") as fh:
+        fh.write("# A large generated file\n\n")
+        while written < target:
+            text = rng.choice(sections)
+            fh.write(text)
+            written += len(text.encode())
+
+
+def big_file_bench(size_mb: int, progress: Callable[[str], None] | None = None) -> BigFileReport:
+    """Peak memory of `rag index` on a folder with one ``size_mb`` MB text file."""
+    say = progress or (lambda _msg: None)
+    with tempfile.TemporaryDirectory(prefix="rag-bench-big-") as tmp:
+        docs = Path(tmp) / "docs"
+        docs.mkdir()
+        big = docs / "big.md"
+        say(f"writing a {size_mb} MB text file")
+        write_big_text(big, size_mb)
+        say("indexing it in a fresh `rag index` process")
+        index_dir = Path(tmp) / "index"
+        args = [sys.executable, "-m", "ragcli", "index", str(docs), "--index", str(index_dir)]
+        args.append("--json")
+        wall, peak, out = _run_measured(args, dict(os.environ))
+        report = json.loads(out)
+        return BigFileReport(
+            size_mb=round(big.stat().st_size / (1 << 20), 1),
+            seconds=round(wall / 1000, 1),
+            chunks=int(report["chunks_total"]),
+            peak_rss_mb=round(peak, 1),
+        )
+
+
+def indexed_vectors(index_dir: Path, questions: Path) -> tuple[np.ndarray, np.ndarray]:
+    """The stored vectors of an existing index, and its embedding model's vectors of the
+    questions in a `rag eval` file: real passages and real questions, for a sanity check
+    of what the synthetic vectors show."""
+    import numpy as np
+
+    from .models import embedding_model
+    from .retrieval import query_embedder
+    from .store import IndexStore, _contents
+
+    store = IndexStore.open(index_dir)
+    try:
+        vecs = np.ascontiguousarray(_contents(store.vectors._index)[1], dtype=np.float32)
+        model = embedding_model(store.info.embed_model)
+    finally:
+        store.close()
+    lines = questions.read_text(encoding="utf-8").splitlines()
+    texts = [json.loads(line)["question"] for line in lines if line.strip()]
+    return vecs, np.asarray(query_embedder(model).embed(texts), dtype=np.float32)

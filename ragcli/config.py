@@ -46,9 +46,23 @@ class Settings:
     cache_dir: Path = field(default_factory=_default_cache_dir)
     cache_max_bytes: int = 1 << 30
     use_cache: bool = True
+    commit_seconds: float = 30.0  # `rag index` commits this often: a killed run keeps its work
+    embed_batch: int = 1024  # passages per embedding call while indexing
+    llm_url: str | None = None  # an OpenAI-compatible server's base URL (".../v1"); None: local
+    store: str = ""  # "": FAISS in index_dir; milvus-lite://PATH.db; milvus://HOST:PORT/NAME
+    # FAISS factory string, or "auto": by size (docs/BENCHMARKS.md); None: the index's own
+    index_type: str | None = None
 
     def __post_init__(self) -> None:
-        positive = ("top_k", "chunk_tokens", "n_ctx", "n_batch", "max_tokens", "cache_max_bytes")
+        positive = (
+            "top_k",
+            "chunk_tokens",
+            "n_ctx",
+            "n_batch",
+            "max_tokens",
+            "cache_max_bytes",
+            "embed_batch",
+        )
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ConfigError(f"setting {name} must be positive, got {getattr(self, name)}")
@@ -58,12 +72,26 @@ class Settings:
             raise ConfigError(
                 f"setting retriever must be dense, bm25 or hybrid, not {self.retriever!r}"
             )
+        if self.commit_seconds < 0:
+            raise ConfigError("setting commit_seconds must be >= 0")
         if self.n_threads < 0:
             raise ConfigError("setting n_threads must be >= 0")
+        if self.index_type is not None and (
+            not self.index_type.strip() or self.index_type != self.index_type.strip()
+        ):
+            raise ConfigError(  # FAISS itself checks the string when an index is built
+                f'setting index_type must be "auto" or a FAISS factory string, not {self.index_type!r}'
+            )
         if not -1.0 <= self.min_score <= 1.0:
             raise ConfigError("setting min_score must lie between -1 and 1")
         if not 0.0 <= self.min_support <= 1.0:
             raise ConfigError("setting min_support must lie between 0 and 1")
+        if self.llm_url is not None:
+            _check_url(self.llm_url)
+        if self.store:
+            from .milvus_store import parse_store  # light: pymilvus loads only on use
+
+            parse_store(self.store)
 
     @property
     def threads(self) -> int:
@@ -80,7 +108,26 @@ _ENV = {
     "RAG_MODEL": "model",
     "RAG_EMBED_MODEL": "embed_model",
     "RAG_CACHE_DIR": "cache_dir",
+    "RAG_LLM_URL": "llm_url",
+    "RAG_STORE": "store",
 }
+
+
+def _check_url(url: str) -> None:
+    """An LLM server URL must be http(s)://host[:port][/path], checked at load, not at first use."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 (raises ValueError for a bad port)
+    except ValueError:
+        parts = None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(
+            f"setting llm_url must be an http(s) URL such as http://HOST:PORT/v1, not {url!r}"
+        )
+    if parts.query or parts.fragment:
+        raise ConfigError(f"setting llm_url must not have a query or fragment: {url!r}")
 
 
 def _coerce(name: str, value: Any, source: str) -> Any:

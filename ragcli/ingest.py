@@ -17,7 +17,7 @@ import logging
 import os
 import re
 import stat
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
@@ -39,6 +39,7 @@ class SourceFile:
     path: Path
     sha256: str
     size: int
+    mtime_ns: int = 0  # when it was read; 0 if unknown
 
 
 @dataclass
@@ -50,6 +51,8 @@ class Document:
     line_map: list[int]
     warnings: list[str] = field(default_factory=list)
     pages: list[int] | None = None  # PDF only: ``pages[i]`` is the page of text line i
+    # (text line index, level 1-6, title) of each heading, in order
+    headings: list[tuple[int, int, str]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -259,13 +262,14 @@ def read_source(path: Path) -> tuple[SourceFile, bytes]:
     """
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        st = os.fstat(fd)  # before reading: a later change shows as a newer mtime
+        if not stat.S_ISREG(st.st_mode):
             raise ValueError("not a regular file")
         with os.fdopen(fd, "rb", closefd=False) as fh:
             data = fh.read()
     finally:
         os.close(fd)
-    return SourceFile(path, hashlib.sha256(data).hexdigest(), len(data)), data
+    return SourceFile(path, hashlib.sha256(data).hexdigest(), len(data), st.st_mtime_ns), data
 
 
 def read_error(exc: OSError) -> str:
@@ -311,15 +315,136 @@ def read_document(path: Path, data: bytes | None = None) -> Document:
         lines, pages = pdf_text(data)
         return Document(path, "\n".join(lines), list(range(1, len(lines) + 1)), pages=pages)
     if suffix in DOCX_SUFFIXES:
-        lines, line_map = docx_text(data)
-        return Document(path, "\n".join(lines), line_map)
+        lines, line_map, headings = docx_text(data)
+        return Document(path, "\n".join(lines), line_map, headings=headings)
     text, warning = decode(data)
     warnings = [warning] if warning else []
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     if suffix in HTML_SUFFIXES:
-        lines, line_map = html_text(text)
-        return Document(path, "\n".join(lines), line_map, warnings)
-    return Document(path, text, list(range(1, text.count("\n") + 2)), warnings)
+        lines, line_map, headings = html_text(text)
+        return Document(path, "\n".join(lines), line_map, warnings, headings=headings)
+    line_map = list(range(1, text.count("\n") + 2))
+    return Document(path, text, line_map, warnings, headings=text_headings(text, suffix))
+
+
+STREAM_BYTES = 64 << 20  # text files larger than this are read in blocks, never whole
+BLOCK_CHARS = 1 << 20  # a streamed block ends at the first blank line after this many chars
+
+
+def streams(path: Path, size: int, limit: int = STREAM_BYTES) -> bool:
+    """Whether a file is big enough to read in blocks (plain text formats only)."""
+    return size > limit and path.suffix.lower() in TEXT_SUFFIXES
+
+
+def stream_source(path: Path) -> tuple[SourceFile, str, str | None]:
+    """Hash a large text file and choose its encoding in one pass of 1 MB reads.
+
+    Returns the identity, the codec to read it with and a warning when it is
+    not UTF-8. Raises ValueError for binary data, like :func:`decode`.
+    """
+    import codecs
+
+    digest = hashlib.sha256()
+    size = 0
+    utf8 = codecs.getincrementaldecoder("utf-8-sig")()
+    is_utf8 = True
+    mtime_ns = path.stat().st_mtime_ns
+    with path.open("rb") as fh:
+        while block := fh.read(1 << 20):
+            if not size and b"\x00" in block[:8192]:
+                raise ValueError("binary file (contains NUL bytes)")
+            digest.update(block)
+            size += len(block)
+            if is_utf8:
+                try:
+                    utf8.decode(block)
+                except UnicodeDecodeError:
+                    is_utf8 = False
+    if not size:
+        raise ValueError("empty file")
+    source = SourceFile(path, digest.hexdigest(), size, mtime_ns)
+    if is_utf8:
+        return source, "utf-8-sig", None
+    # cp1252 leaves five bytes undefined; Latin-1 decodes anything.
+    return source, "cp1252", "not UTF-8; read as Windows-1252 (undefined bytes replaced)"
+
+
+def stream_document(
+    path: Path, encoding: str, block_chars: int = BLOCK_CHARS
+) -> Iterator[Document]:
+    """A large text file as a series of Documents of about BLOCK_CHARS each.
+
+    Blocks end at a blank line where possible, so passages do not straddle
+    them; lines longer than a block are cut (their pieces keep the line number).
+    Memory stays at a few blocks whatever the file's size.
+    """
+    suffix = path.suffix.lower()
+    with path.open(encoding=encoding, errors="replace", newline=None) as fh:
+        lines: list[str] = []
+        line_map: list[int] = []
+        chars, number, at_line_start = 0, 1, True
+        while piece := fh.readline(block_chars):
+            ends = piece.endswith("\n")
+            text = piece.rstrip("\n")
+            if not at_line_start and lines:
+                number -= 1  # the rest of a line cut by the read limit
+            lines.append(text)
+            line_map.append(number)
+            chars += len(piece)
+            number += 1
+            at_line_start = ends
+            if chars >= block_chars and (not text.strip() or chars >= 4 * block_chars):
+                block = "\n".join(lines)
+                yield Document(path, block, line_map, headings=text_headings(block, suffix))
+                lines, line_map, chars = [], [], 0
+        if lines:
+            block = "\n".join(lines)
+            yield Document(path, block, line_map, headings=text_headings(block, suffix))
+
+
+_ATX = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$")
+_FENCE = re.compile(r"^ {0,3}(```|~~~)")
+_ADORNMENT = re.compile(r"^([=\-~^\"'`#*+:.,_!$%&/;<>?@\\|])\1{2,}\s*$")
+
+
+def text_headings(text: str, suffix: str) -> list[tuple[int, int, str]]:
+    """Headings of Markdown (ATX ``#`` and setext underlines) and reStructuredText
+    (titles underlined, optionally overlined, levels in order of first use)."""
+    lines = text.split("\n")
+    found: list[tuple[int, int, str]] = []
+    if suffix in (".md", ".markdown"):
+        fenced = False
+        for i, line in enumerate(lines):
+            if _FENCE.match(line):
+                fenced = not fenced
+            elif fenced:
+                continue
+            elif m := _ATX.match(line):
+                found.append((i, len(m.group(1)), m.group(2).strip()))
+            elif (
+                i
+                and lines[i - 1].strip()
+                and re.fullmatch(r" {0,3}(=+|-+)\s*", line)
+                and not _ATX.match(lines[i - 1])
+                and (not found or found[-1][0] != i - 1)
+            ):
+                found.append((i - 1, 1 if "=" in line else 2, lines[i - 1].strip()))
+    elif suffix == ".rst":
+        styles: list[tuple[str, bool]] = []
+        for i, line in enumerate(lines):
+            m = _ADORNMENT.match(line)
+            title = lines[i - 1].strip() if i else ""
+            if not m or not title or _ADORNMENT.match(lines[i - 1]):
+                continue
+            if len(line.rstrip()) < len(title):
+                continue
+            over = i >= 2 and lines[i - 2].rstrip() == line.rstrip()
+            style = (m.group(1), over)
+            if style not in styles:
+                styles.append(style)
+            found.append((i - 1, min(styles.index(style) + 1, 6), title))
+    found.sort()
+    return found
 
 
 class _Unusable(ValueError):
@@ -368,7 +493,7 @@ def pdf_text(data: bytes) -> tuple[list[str], list[int]]:
     return lines, pages
 
 
-def docx_text(data: bytes) -> tuple[list[str], list[int]]:
+def docx_text(data: bytes) -> tuple[list[str], list[int], list[tuple[int, int, str]]]:
     """Paragraphs (and table rows, cells joined by " | ") of a Word document.
 
     Each paragraph is one text line numbered by its position in the document;
@@ -379,6 +504,7 @@ def docx_text(data: bytes) -> tuple[list[str], list[int]]:
 
     lines: list[str] = []
     line_map: list[int] = []
+    headings: list[tuple[int, int, str]] = []
     try:
         document = docx.Document(io.BytesIO(data))
         for number, block in enumerate(document.iter_inner_content(), 1):
@@ -396,13 +522,16 @@ def docx_text(data: bytes) -> tuple[list[str], list[int]]:
             if heading and lines and lines[-1]:
                 lines.append("")
                 line_map.append(number)
+            if heading and (title := " ".join(t for t in texts if t)):
+                level = style.rsplit(" ", 1)[-1]
+                headings.append((len(lines), int(level) if level.isdigit() else 1, title))
             for t in texts:
                 lines.append(t)
                 line_map.append(number)
     except Exception as exc:  # zip, XML and package errors on damaged files
         detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise _Unusable(f"unreadable Word document ({detail})") from None
-    return lines, line_map
+    return lines, line_map, headings
 
 
 # Elements whose content is never part of the article a reader came for.
@@ -500,6 +629,8 @@ class _VisibleText(HTMLParser):
         self.current: list[str] = []
         self.current_line = 0
         self.in_pre = 0
+        self.heading_level = 0  # inside <hN>
+        self.headings: list[tuple[int, int, str]] = []
 
     def _skipping(self) -> bool:
         return bool(self.stack) and self.stack[-1][1]
@@ -507,6 +638,8 @@ class _VisibleText(HTMLParser):
     def _break(self) -> None:
         text = " ".join("".join(self.current).split())
         if text:
+            if self.heading_level:
+                self.headings.append((len(self.lines), self.heading_level, text.rstrip("¶ ")))
             self.lines.append(text)
             self.line_map.append(self.current_line)
         self.current = []
@@ -515,10 +648,12 @@ class _VisibleText(HTMLParser):
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if tag in _BLOCK:
             self._break()
-        if tag in _HEADINGS and not self._skipping() and self.lines and self.lines[-1]:
-            # A blank line before each heading: passages then prefer to end there.
-            self.lines.append("")
-            self.line_map.append(self.getpos()[0])
+        if tag in _HEADINGS and not self._skipping():
+            self.heading_level = int(tag[1])
+            if self.lines and self.lines[-1]:
+                # A blank line before each heading: passages then prefer to end there.
+                self.lines.append("")
+                self.line_map.append(self.getpos()[0])
         if tag in _VOID:
             return
         marks = " ".join(v or "" for k, v in attrs if k in ("class", "id", "role")).lower()
@@ -535,6 +670,8 @@ class _VisibleText(HTMLParser):
     def handle_endtag(self, tag: str) -> None:
         if tag in _BLOCK:
             self._break()
+        if tag in _HEADINGS:
+            self.heading_level = 0
         if not any(t == tag for t, _ in self.stack):
             return  # stray end tag
         while self.stack:
@@ -563,10 +700,11 @@ class _VisibleText(HTMLParser):
         self.current.append(data)
 
 
-def html_text(markup: str) -> tuple[list[str], list[int]]:
-    """Visible text lines of an HTML page (no scripts, styles, navigation)."""
+def html_text(markup: str) -> tuple[list[str], list[int], list[tuple[int, int, str]]]:
+    """Visible text lines of an HTML page (no scripts, styles, navigation),
+    their source lines, and its headings."""
     parser = _VisibleText()
     parser.feed(markup)
     parser.close()
     parser._break()
-    return parser.lines, parser.line_map
+    return parser.lines, parser.line_map, parser.headings

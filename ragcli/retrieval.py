@@ -14,7 +14,7 @@ from .config import Settings
 from .embedding import Embedder, SentenceTransformerEmbedder
 from .errors import IndexMismatchError
 from .models import EmbeddingModelInfo, embedding_model
-from .store import IndexStore, StoredChunk
+from .store import StoredChunk, open_store
 
 
 @dataclass(frozen=True)
@@ -29,11 +29,17 @@ class Hit:
     similarity: float
 
     @property
-    def citation(self) -> str:
+    def location(self) -> str:
         """Where to look: ``path:page N`` for paged documents, else ``path:start-end``."""
         c = self.chunk
         where = f"page {c.page}" if c.page else f"{c.start_line}-{c.end_line}"
         return f"{c.path}:{where}"
+
+    @property
+    def citation(self) -> str:
+        """The location and, when the document has headings, the section it is in."""
+        heading = self.chunk.heading
+        return f"{self.location} — {heading}" if heading else self.location
 
     def as_dict(self) -> dict[str, str | int | float | None]:
         c = self.chunk
@@ -43,6 +49,7 @@ class Hit:
             "start_line": c.start_line,
             "end_line": c.end_line,
             "page": c.page,
+            "heading": c.heading,
             "score": round(self.score, 4),
             "similarity": round(self.similarity, 4),
             "text": c.text,
@@ -89,7 +96,7 @@ class Retriever:
 
     def __init__(self, settings: Settings, embedder: Embedder | None = None) -> None:
         self.settings = settings
-        self.store = IndexStore.open(settings.index_dir)
+        self.store = open_store(settings)
         recorded = self.store.info.embed_model
         if settings.embed_model and embedding_model(settings.embed_model).name != recorded:
             raise IndexMismatchError(

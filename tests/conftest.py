@@ -27,6 +27,9 @@ def isolated_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "RAG_EMBED_MODEL",
         "RAG_CACHE_DIR",
         "RAG_DEBUG",
+        "RAG_LLM_URL",
+        "RAG_STORE",
+        "RAG_MILVUS_TOKEN",
     ):
         os.environ.pop(var, None)
     return home

@@ -7,6 +7,7 @@ are no hooks, so the kill points are times and files appearing in the index.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import shutil
@@ -147,6 +148,46 @@ def test_killed_index_runs_leave_a_usable_index(setup):
         next(p.name for p in index_dir.glob("vectors-*.faiss"))
     ]
     assert not list(index_dir.glob("*.tmp"))
+
+
+def test_killed_run_keeps_the_files_it_committed(setup, tmp_path):
+    """With commits between batches, the next run does only what is left."""
+    docs, index_dir, before, env = setup
+    after = before | {str((docs / f"generated-{i:02d}.txt").resolve()) for i in range(N_GENERATED)}
+    config = tmp_path / "config.toml"
+    config.write_text("commit_seconds = 0\nembed_batch = 4\n")  # commit after every batch
+    env = {**env, "RAG_CONFIG": str(config)}
+    proc = _start(docs, index_dir, env)
+    deadline = time.monotonic() + 120
+    while proc.poll() is None and time.monotonic() < deadline:
+        if _committed_files(index_dir) > len(before):
+            break  # the first batch is committed
+        time.sleep(0.002)
+    _kill(proc)
+    kept = _check_consistent(index_dir)
+    assert before < kept < after  # some batches committed, not all
+
+    done = subprocess.run(
+        [str(RAG), "index", str(docs), "--index", str(index_dir), "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["unchanged"] == len(kept)  # finished files are not redone
+    assert report["added"] == len(after - kept)
+    assert report["commits"] >= 2
+    assert _check_consistent(index_dir) == after
+
+
+def _committed_files(index_dir: Path) -> int:
+    db = sqlite3.connect(f"file:{index_dir / 'index.sqlite'}?mode=ro", uri=True)
+    try:
+        return db.execute("SELECT count(*) FROM files").fetchone()[0]
+    finally:
+        db.close()
 
 
 def _holds_lock(pid: int, lock: Path) -> bool:

@@ -177,3 +177,72 @@ def test_bm25_index_follows_updates(tmp_path, docs, embedder):
     assert r.search("timber tunnels", 1).hits[0].chunk.path.endswith("bees.txt")
     assert r.search("dance sisters flowers", 5).hits == []  # the old text is gone
     r.close()
+
+
+def _chunk_rows(settings) -> list[tuple]:
+    store = IndexStore.open(settings.index_dir)
+    try:
+        return sorted(
+            (c.path, c.ordinal, c.start_line, c.end_line, c.text, c.heading)
+            for c in store.all_chunks()
+        )
+    finally:
+        store.close()
+
+
+def test_parallel_parsing_gives_the_same_index(tmp_path, embedder):
+    """Worker processes parse exactly what this process would."""
+    from ragcli.indexing import POOL_MIN_FILES
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for i in range(POOL_MIN_FILES + 4):
+        sections = "\n\n".join(f"## Part {j}\n\nNote {i}.{j} about item {i}." for j in range(5))
+        (docs / f"note-{i:02d}.md").write_text(f"# Note {i}\n\n{sections}\n")
+    here = _settings(tmp_path / "a")
+    pool = _settings(tmp_path / "b")
+    build_index([docs], here, embedder=embedder, workers=0)
+    build_index([docs], pool, embedder=embedder, workers=1)
+    rows = _chunk_rows(here)
+    assert rows == _chunk_rows(pool)
+    assert {r[5] for r in rows} >= {"Note 3", "Note 11"}
+
+
+def test_large_text_file_is_streamed(tmp_path, embedder):
+    """A file over the streaming limit is indexed block by block, with the same
+    line numbers and headings a whole read gives, and is unchanged on a re-run."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    lines = []
+    for i in range(60):
+        lines += [f"## Topic {i}", ""] + [
+            f"Fact {i}.{j}: item {i} weighs {j} grams." for j in range(12)
+        ]
+        lines.append("")
+    big = docs / "big.md"
+    big.write_text("# Catalogue\n\n" + "\n".join(lines))
+    s = _settings(tmp_path)
+    report = build_index([docs], s, embedder=embedder, stream_bytes=10_000)
+    assert report.added == 1 and report.chunks_embedded > 20
+    source = big.read_text().split("\n")
+    rows = _chunk_rows(s)
+    for _, _, start, _, text, heading in rows:
+        assert text.splitlines()[0] == source[start - 1].strip()
+        assert heading.startswith("Catalogue")
+    assert any(h == "Catalogue › Topic 41" for *_, h in rows)
+    again = build_index([docs], s, embedder=embedder, stream_bytes=10_000)
+    assert (again.unchanged, again.chunks_embedded) == (1, 0)
+    assert _top_path(s, embedder, "How much does item 41 weigh?").heading.endswith("Topic 41")
+
+
+def test_search_results_carry_the_heading(tmp_path, docs, embedder):
+    s = _settings(tmp_path)
+    build_index([docs], s, embedder=embedder)
+    r = Retriever(s, embedder=embedder)
+    try:
+        hit = r.search("sea otters shellfish", 1).hits[0]
+    finally:
+        r.close()
+    assert hit.chunk.heading == "Otters"
+    assert hit.citation.endswith(":1-3 — Otters")
+    assert hit.as_dict()["heading"] == "Otters"

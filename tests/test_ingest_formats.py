@@ -16,7 +16,7 @@ from ragcli.errors import IndexMismatchError
 from ragcli.indexing import build_index
 from ragcli.ingest import discover, read_document
 from ragcli.retrieval import Retriever
-from ragcli.store import IndexStore
+from ragcli.store import FORMAT_VERSION, IndexStore
 
 
 def make_pdf(pages: list[list[str]]) -> bytes:
@@ -176,7 +176,7 @@ def test_pdf_pages_reach_the_index_and_search(tmp_path, embedder):
     assert "lava" in hit.chunk.text
 
 
-def test_format_2_index_is_refused_and_rebuilt(tmp_path, embedder):
+def test_older_format_index_is_refused_and_rebuilt(tmp_path, embedder):
     docs = tmp_path / "docs"
     docs.mkdir()
     (docs / "a.txt").write_text("Honey bees dance to tell their sisters where flowers are.\n")
@@ -186,6 +186,8 @@ def test_format_2_index_is_refused_and_rebuilt(tmp_path, embedder):
     with db:  # turn it into what ragcli with format 2 wrote
         db.execute("UPDATE meta SET value = '2' WHERE key = 'info.format_version'")
         db.execute("ALTER TABLE chunks DROP COLUMN page")
+        db.execute("ALTER TABLE chunks DROP COLUMN heading")
+        db.execute("ALTER TABLE files DROP COLUMN mtime_ns")
     db.close()
     with pytest.raises(IndexMismatchError, match=r"has format 2.*rebuild"):
         IndexStore.open(s.index_dir)
@@ -193,8 +195,8 @@ def test_format_2_index_is_refused_and_rebuilt(tmp_path, embedder):
         build_index([docs], s, embedder=embedder)
     assert build_index([docs], s, rebuild=True, embedder=embedder).added == 1
     store = IndexStore.open(s.index_dir)
-    assert [c.page for c in store.all_chunks()] == [None]
-    assert store.info.format_version == 3
+    assert [(c.page, c.heading) for c in store.all_chunks()] == [(None, "")]
+    assert store.info.format_version == FORMAT_VERSION
     store.close()
 
 

@@ -12,10 +12,12 @@ from ..errors import ExitCode
 from .common import (
     IndexOpt,
     JsonOpt,
+    LlmUrlOpt,
     ModelOpt,
     NoCacheOpt,
     ProfileOpt,
     RetrieverOpt,
+    StoreOpt,
     TopKOpt,
     display_path,
     handle_errors,
@@ -37,7 +39,9 @@ def ask_command(
     top_k: TopKOpt = None,
     retriever: RetrieverOpt = None,
     index: IndexOpt = None,
+    store: StoreOpt = None,
     model: ModelOpt = None,
+    llm_url: LlmUrlOpt = None,
     max_tokens: Annotated[
         int | None,
         typer.Option(min=1, help="Answer length limit (default: 48).", show_default=False),
@@ -52,11 +56,13 @@ def ask_command(
 
     s = settings(
         index_dir=index,
+        store=store,
         model=model,
         top_k=top_k,
         retriever=retriever,
         max_tokens=max_tokens,
         use_cache=False if no_cache else None,
+        llm_url=llm_url,
     )
     t0 = time.perf_counter()
     asker = Asker(s)
@@ -135,9 +141,13 @@ def timing_line(t: dict, reason: str) -> str:
     if not t.get("prompt_tokens"):
         retrieval = float(t["embed_ms"]) + float(t["search_ms"])
         return f"no model call ({reason.replace('_', ' ')}); retrieval {retrieval:.0f} ms"
-    return (
+    head = (
         f"prompt {t['prompt_tokens']} tok ({t['cached_tokens']} cached, {t['cache_source']}) · "
-        f"prefill {t['prefill_tokens']} tok in {t['prefill_ms']:.0f} ms ({t['prefill_tok_s']:.0f} tok/s) · "
-        f"first token {t['ttft_ms']:.0f} ms · {t['completion_tokens']} tok at {t['decode_tok_s']:.1f} tok/s · "
+        f"prefill {t['prefill_tokens']} tok in {t['prefill_ms']:.0f} ms ({t['prefill_tok_s']:.0f} tok/s)"
+    )
+    if t.get("cache_source") == "unknown":  # an LLM server that reports neither
+        head = f"prompt {t['prompt_tokens']} tok (server reports no cache or prefill figures)"
+    return head + (
+        f" · first token {t['ttft_ms']:.0f} ms · {t['completion_tokens']} tok at {t['decode_tok_s']:.1f} tok/s · "
         f"total {t['total_ms'] / 1000:.1f} s"
     )

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from ..errors import ExitCode
+from ..errors import ExitCode, UsageError
 from .common import (
     IndexOpt,
     JsonOpt,
@@ -208,3 +208,147 @@ def startup_command(
         table.add_row(r.command, str(r.runs), f"{r.wall_ms:.0f}", f"{r.max_rss_mb:.0f}",
                       *("-" if c is None else f"{c:.0f}" for c in cells))  # fmt: skip
     stdout_console().print(table)
+
+
+@app.command("index-types")
+@handle_errors
+def index_types_command(
+    size: Annotated[
+        list[int] | None,
+        typer.Option("--size", min=1, help="Vectors in the index; repeatable (default: 100000)."),
+    ] = None,
+    index_type: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--type",
+            metavar="TYPE",
+            help='"auto" or a FAISS factory string; repeatable (default: Flat and auto).',
+        ),
+    ] = None,
+    queries: Annotated[
+        int, typer.Option("--queries", min=10, help="Queries, one at a time.")
+    ] = 1000,
+    nprobe: Annotated[
+        list[int] | None,
+        typer.Option("--nprobe", min=1, help="Also search IVF types at this nprobe; repeatable."),
+    ] = None,
+    centres: Annotated[
+        int,
+        typer.Option("--centres", min=0, help="Clusters of the vectors (0: uniform, no clusters)."),
+    ] = 2000,
+    from_index: Annotated[
+        Path | None,
+        typer.Option(
+            "--from-index",
+            help="Use this index's vectors (and --questions as queries) instead of synthetic ones.",
+            show_default=False,
+        ),
+    ] = None,
+    questions: Annotated[
+        Path | None,
+        typer.Option("--questions", help="`rag eval` JSONL file: the queries for --from-index."),
+    ] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Build time, size, latency and recall@10 of FAISS index types on clustered 384-d vectors."""
+    from dataclasses import asdict
+
+    from ..bench import index_types_bench
+    from ..store import check_index_type
+
+    types = index_type or ["Flat", "auto"]
+    for t in types:
+        check_index_type(t, 384)
+    vectors = qs = None
+    if from_index is not None:
+        if questions is None:
+            raise UsageError("--from-index needs --questions (a `rag eval` JSONL file)")
+        from ..bench import indexed_vectors
+
+        vectors, qs = indexed_vectors(from_index, questions)
+        size, queries = [len(vectors)], len(qs)
+    rows = index_types_bench(
+        size or [100_000],
+        types,
+        queries,
+        tuple(nprobe or ()),
+        centres,
+        vectors=vectors,
+        queries=qs,
+        progress=_progress(),
+    )
+    if json_out:
+        print_json([asdict(r) for r in rows])
+        return
+    from rich.table import Table
+
+    source = f"vectors of {from_index}" if from_index else f"{centres or 'no'} clusters"
+    table = Table("vectors", "index type", "search", "build s", "file MB", "reader RSS MB",
+                  "load ms", "p50 ms", "p99 ms", "recall@10",
+                  title=f"FAISS index types, {source}, {queries} single queries")  # fmt: skip
+    for r in rows:
+        table.add_row(f"{r.n:,}", r.index_type, r.search_params or "exact",
+                      "-" if r.build_s is None else f"{r.build_s:.1f}", f"{r.index_mb:.0f}",
+                      f"{r.reader_rss_mb:.0f}", f"{r.load_ms:.0f}", f"{r.p50_ms:.2f}",
+                      f"{r.p99_ms:.2f}", f"{r.recall_at_10:.3f}")  # fmt: skip
+    stdout_console().print(table)
+
+
+@app.command("ingest")
+@handle_errors
+def ingest_command(
+    docs: Annotated[Path, typer.Argument(help="Folder to index (e.g. the Python docs HTML).")],
+    exclude: Annotated[
+        list[str] | None,
+        typer.Option("--exclude", metavar="GLOB", help="As for `rag index`.", show_default=False),
+    ] = None,
+    reps: Annotated[int, typer.Option("--reps", min=1, help="Runs of each (median).")] = 1,
+    big_mb: Annotated[
+        int,
+        typer.Option("--big-mb", min=0, help="Also index one generated file of this size (MB)."),
+    ] = 0,
+    json_out: JsonOpt = False,
+) -> None:
+    """Indexing throughput against bare SentenceTransformer.encode, re-run time, memory."""
+    from dataclasses import asdict
+
+    from ..bench import big_file_bench, ingest_bench
+
+    if not docs.is_dir():
+        raise UsageError(f"{docs} is not a folder")
+    report = ingest_bench(docs, settings(), exclude or [], reps, progress=_progress())
+    big = big_file_bench(big_mb, progress=_progress()) if big_mb else None
+    if json_out:
+        print_json({"ingest": asdict(report), "big_file": asdict(big) if big else None})
+        return
+    from rich.table import Table
+
+    table = Table("what", "time s", "passages", "passages/s", "files/s", "peak RSS MB")
+    table.add_row(
+        "rag index (from scratch)",
+        f"{report.index_s:.1f}",
+        str(report.chunks),
+        f"{report.index_chunks_per_s:.1f}",
+        f"{report.index_files_per_s:.1f}",
+        f"{report.peak_rss_mb:.0f}",
+    )
+    table.add_row(
+        "SentenceTransformer.encode",
+        f"{report.encode_s:.1f}",
+        str(report.chunks),
+        f"{report.encode_chunks_per_s:.1f}",
+        "",
+        "",
+    )
+    table.add_row("rag index (unchanged, new process)", f"{report.rerun_s:.2f}", "", "", "", "")
+    if big:
+        table.add_row(
+            f"rag index ({big.size_mb:.0f} MB text file)",
+            f"{big.seconds:.1f}",
+            str(big.chunks),
+            "",
+            "",
+            f"{big.peak_rss_mb:.0f}",
+        )
+    stdout_console().print(table)
+    stdout_console().print(f"indexing throughput = {report.ratio:.1%} of bare encode")

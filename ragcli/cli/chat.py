@@ -7,7 +7,17 @@ import sys
 import typer
 
 from .ask import show_answer
-from .common import IndexOpt, ModelOpt, NoCacheOpt, RetrieverOpt, TopKOpt, handle_errors, settings
+from .common import (
+    IndexOpt,
+    LlmUrlOpt,
+    ModelOpt,
+    NoCacheOpt,
+    RetrieverOpt,
+    StoreOpt,
+    TopKOpt,
+    handle_errors,
+    settings,
+)
 
 
 @handle_errors
@@ -15,7 +25,9 @@ def chat_command(
     top_k: TopKOpt = None,
     retriever: RetrieverOpt = None,
     index: IndexOpt = None,
+    store: StoreOpt = None,
     model: ModelOpt = None,
+    llm_url: LlmUrlOpt = None,
     no_cache: NoCacheOpt = False,
 ) -> None:
     """Interactive questions; the KV cache of the shared prompt prefix stays warm.
@@ -24,8 +36,8 @@ def chat_command(
     """
     from ..answering import Asker
 
-    s = settings(index_dir=index, model=model, top_k=top_k, retriever=retriever,
-                 use_cache=False if no_cache else None)  # fmt: skip
+    s = settings(index_dir=index, store=store, model=model, top_k=top_k, retriever=retriever,
+                 use_cache=False if no_cache else None, llm_url=llm_url)  # fmt: skip
     asker = Asker(s)
     try:
         while True:

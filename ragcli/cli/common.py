@@ -21,6 +21,16 @@ IndexOpt = Annotated[
         "--index", help="Index folder (default: .rag; env RAG_INDEX).", show_default=False
     ),
 ]
+StoreOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--store",
+        metavar="URL",
+        help="Keep the index in Milvus instead of the --index folder: milvus-lite://PATH.db or "
+        "milvus://HOST:PORT/COLLECTION (needs ragcli[milvus]; env RAG_STORE).",
+        show_default=False,
+    ),
+]
 ModelOpt = Annotated[
     Path | None,
     typer.Option(
@@ -51,6 +61,15 @@ RetrieverOpt = Annotated[
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Do not reuse or save KV states.")]
+LlmUrlOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--llm-url",
+        help="Generate on an OpenAI-compatible server, e.g. http://HOST:PORT/v1, instead of "
+        "loading the model here (env RAG_LLM_URL).",
+        show_default=False,
+    ),
+]
 
 F = TypeVar("F", bound=Callable[..., Any])
 

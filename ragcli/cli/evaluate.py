@@ -12,9 +12,11 @@ import typer
 from .common import (
     IndexOpt,
     JsonOpt,
+    LlmUrlOpt,
     ModelOpt,
     NoCacheOpt,
     RetrieverOpt,
+    StoreOpt,
     TopKOpt,
     handle_errors,
     print_json,
@@ -32,7 +34,9 @@ def eval_command(
     top_k: TopKOpt = None,
     retriever: RetrieverOpt = None,
     index: IndexOpt = None,
+    store: StoreOpt = None,
     model: ModelOpt = None,
+    llm_url: LlmUrlOpt = None,
     no_cache: NoCacheOpt = False,
     limit: Annotated[int | None, typer.Option(min=1, help="Only the first N questions.")] = None,
     retrieval_only: Annotated[
@@ -48,10 +52,12 @@ def eval_command(
     items = load_questions(questions)[:limit]
     s = settings(
         index_dir=index,
+        store=store,
         model=model,
         top_k=top_k,
         retriever=retriever,
         use_cache=False if no_cache else None,
+        llm_url=llm_url,
     )
     asker = Asker(s, preload=not retrieval_only)
     try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -13,6 +14,7 @@ from .common import (
     EmbedModelOpt,
     IndexOpt,
     JsonOpt,
+    StoreOpt,
     display_path,
     handle_errors,
     print_json,
@@ -28,6 +30,7 @@ def index_command(
         list[Path], typer.Argument(help="Files and folders to index.", show_default=False)
     ],
     index: IndexOpt = None,
+    store: StoreOpt = None,
     embed_model: EmbedModelOpt = None,
     chunk_tokens: Annotated[
         int | None,
@@ -38,6 +41,16 @@ def index_command(
         typer.Option(help="Overlap between passages in tokens (default: 40).", show_default=False),
     ] = None,
     rebuild: Annotated[bool, typer.Option("--rebuild", help="Start the index over.")] = False,
+    index_type: Annotated[
+        str | None,
+        typer.Option(
+            "--index-type",
+            metavar="TYPE",
+            help='FAISS index: "auto" (exact below 100k passages, IVF above) or a factory '
+            'string such as "HNSW32" or "IVF4096,SQ8" (default: auto).',
+            show_default=False,
+        ),
+    ] = None,
     include: Annotated[
         list[str] | None,
         typer.Option(
@@ -57,6 +70,17 @@ def index_command(
             show_default=False,
         ),
     ] = None,
+    ray: Annotated[
+        str | None,
+        typer.Option(
+            "--ray",
+            metavar="ADDRESS",
+            help='Parse and embed on Ray: "local" starts Ray on this machine, "auto" joins '
+            "the cluster `ray start` runs here, else HOST:PORT or ray://HOST:PORT of a "
+            "cluster (needs pip install 'ragcli\\[ray]').",
+            show_default=False,
+        ),
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Index .txt, .md, .rst, .html, .pdf and .docx files; unchanged files are skipped.
@@ -67,11 +91,18 @@ def index_command(
 
     s = settings(
         index_dir=index,
+        store=store,
         embed_model=embed_model,
         chunk_tokens=chunk_tokens,
         chunk_overlap=chunk_overlap,
+        index_type=index_type,
     )
-    filters = {"include": include or (), "exclude": exclude or ()}
+    _check_index_type(s)
+    if ray is not None:
+        from ..ray_embedding import check_ray
+
+        check_ray(ray)
+    filters = {"include": include or (), "exclude": exclude or (), "ray_address": ray}
     if sys.stderr.isatty() and not json_out:
         report = _with_progress(
             lambda progress: build_index(paths, s, rebuild=rebuild, progress=progress, **filters)
@@ -89,10 +120,30 @@ def index_command(
         f"{report.added} added, {report.updated} updated, {report.removed} removed, "
         f"{report.unchanged} unchanged; {report.chunks_embedded} chunks embedded, "
         f"{report.chunks_total} in the index ({report.files_total} files); "
-        f"{report.seconds:.1f} s -> {display_path(report.index_dir)}"
+        f"{report.seconds:.1f} s -> {_where(report.index_dir)}"
     )
     if report.chunks_embedded:
         typer.echo(f"{report.chunks_per_s:.1f} chunks/s, {report.files_per_s:.1f} files/s")
+    if report.index_type:
+        params = f" ({report.search_params})" if report.search_params else ""
+        why = "auto by size" if report.index_spec == "auto" else f"asked for {report.index_spec}"
+        typer.echo(f"vectors: {report.index_type}{params}, {why}")
+        if (m := re.search(r"recall@10 ([\d.]+)", report.search_params)) and float(m[1]) < 0.95:
+            warn(
+                f"approximate search found only {float(m[1]):.0%} of the nearest passages "
+                "when measured at build; --index-type Flat searches exactly"
+            )
+
+
+def _check_index_type(s) -> None:
+    """A bad --index-type is a usage error before anything is read or written."""
+    if s.index_type in (None, "auto"):
+        return
+    from ..config import DEFAULT_EMBED_MODEL
+    from ..models import embedding_model
+    from ..store import check_index_type
+
+    check_index_type(s.index_type, embedding_model(s.embed_model or DEFAULT_EMBED_MODEL).dim)
 
 
 def _with_progress(run):
@@ -106,16 +157,22 @@ def _with_progress(run):
     )
 
     with Progress(
-        TextColumn("embedding"),
+        TextColumn("indexing"),
         BarColumn(),
         MofNCompleteColumn(),
+        TextColumn("files · {task.fields[chunks]} passages"),
         TimeRemainingColumn(),
         console=stderr_console(),
         transient=True,
     ) as bar:
-        task = bar.add_task("embed", total=None)
+        task = bar.add_task("index", total=None, chunks=0)
 
-        def progress(done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total)
+        def progress(done: int, total: int, chunks: int) -> None:
+            bar.update(task, completed=done, total=total, chunks=chunks)
 
         return run(progress)
+
+
+def _where(index_dir: str) -> str:
+    """The index folder relative to here, or a --store URL as given."""
+    return index_dir if "://" in index_dir else display_path(index_dir)

@@ -13,6 +13,7 @@ from .common import (
     JsonOpt,
     ProfileOpt,
     RetrieverOpt,
+    StoreOpt,
     TopKOpt,
     display_path,
     handle_errors,
@@ -29,6 +30,7 @@ def search_command(
     top_k: TopKOpt = None,
     retriever: RetrieverOpt = None,
     index: IndexOpt = None,
+    store: StoreOpt = None,
     json_out: JsonOpt = False,
     profile: ProfileOpt = False,
 ) -> None:
@@ -36,7 +38,7 @@ def search_command(
     started_ms = process_age_ms() if profile else None
     from ..retrieval import Retriever
 
-    s = settings(index_dir=index, top_k=top_k, retriever=retriever)
+    s = settings(index_dir=index, store=store, top_k=top_k, retriever=retriever)
     t0 = time.perf_counter()
     retriever = Retriever(s)
     open_ms = (time.perf_counter() - t0) * 1000
