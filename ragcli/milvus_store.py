@@ -48,7 +48,7 @@ from .errors import (
     IndexMismatchError,
     IndexMissingError,
 )
-from .store import _STOPWORDS, FORMAT_VERSION, IndexInfo, StoredChunk, _version
+from .store import _STOPWORDS, FORMAT_VERSION, FileWriter, IndexInfo, StoredChunk, _version
 
 if TYPE_CHECKING:
     import numpy as np
@@ -466,7 +466,7 @@ def _meta_row(key: str, kind: str, gen: int, path: str, value: dict) -> dict:
     }
 
 
-class MilvusWriter:
+class MilvusWriter(FileWriter):
     """Stages file additions and removals under a new generation; :meth:`commit`
     makes them visible (the interface of ``store.IndexWriter``)."""
 
@@ -550,12 +550,6 @@ class MilvusWriter:
         )
         self.files.pop(path, None)
         self.stats.pop(path, None)
-
-    def add_file(self, source: SourceFile, chunks: list[Chunk], vectors: np.ndarray) -> None:
-        """Replace whatever the index held for this file with these chunks."""
-        self.start_file(source)
-        self.add_chunks(str(source.path), chunks, vectors)
-        self.finish_file(source, len(chunks))
 
     def start_file(self, source: SourceFile) -> None:
         """Begin replacing a file; its chunks follow in :meth:`add_chunks` calls,

@@ -602,7 +602,26 @@ def _stored(r: tuple) -> StoredChunk:
     return StoredChunk(r[1], r[2], r[3], r[4], r[5], r[6], page=r[7], heading=r[8], id=r[0])
 
 
-class IndexWriter:
+class FileWriter:
+    """What every store's writer shares: a whole file is a start, its chunks, a finish."""
+
+    def start_file(self, source: SourceFile) -> None:
+        raise NotImplementedError
+
+    def add_chunks(self, path: str, chunks: list[Chunk], vectors: np.ndarray) -> None:
+        raise NotImplementedError
+
+    def finish_file(self, source: SourceFile, n_chunks: int) -> None:
+        raise NotImplementedError
+
+    def add_file(self, source: SourceFile, chunks: list[Chunk], vectors: np.ndarray) -> None:
+        """Replace whatever the index held for this file with these chunks."""
+        self.start_file(source)
+        self.add_chunks(str(source.path), chunks, vectors)
+        self.finish_file(source, len(chunks))
+
+
+class IndexWriter(FileWriter):
     """Stages file additions and removals; :meth:`commit` makes them visible at once.
 
     A long run commits several times (between files), so a killed run keeps
@@ -646,12 +665,6 @@ class IndexWriter:
         self._db.execute("DELETE FROM files WHERE path = ?", (path,))
         self.files.pop(path, None)
         self.stats.pop(path, None)
-
-    def add_file(self, source: SourceFile, chunks: list[Chunk], vectors: np.ndarray) -> None:
-        """Replace whatever the index held for this file with these chunks."""
-        self.start_file(source)
-        self.add_chunks(str(source.path), chunks, vectors)
-        self.finish_file(source, len(chunks))
 
     def start_file(self, source: SourceFile) -> None:
         """Drop the file's old chunks; its new ones follow in one or more
