@@ -846,7 +846,7 @@ def write_big_text(path: Path, size_mb: int, seed: int = 0) -> None:
     rng = random.Random(seed)
     words = sample_text().split()
     sections = []
-    for s in range(64):
+    for s in range(4):
         body = "\n\n".join(
             " ".join(rng.choice(words) for _ in range(rng.randint(20, 60))) for _ in range(12)
         )

@@ -22,6 +22,7 @@ import math
 import os
 import re
 import sqlite3
+import tempfile
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
@@ -57,6 +58,7 @@ TRAIN_PER_LIST = 64  # more only slows training
 # other (MiniLM on pydocs: recall 0.90 for the questions where held-out passages gave 0.96).
 CALIBRATION_RECALL = 0.99
 CALIBRATION_QUERIES = 200
+REBUILD_SLICE = 65_536  # vectors moved at a time by a rebuild
 # Floors, as a margin: on clustered vectors IVF lists match the clusters so well that one
 # probe passes the sample, yet a question lies further from its passages than they do
 # from each other. Below these the search costs well under a millisecond anyway.
@@ -255,34 +257,62 @@ class VectorIndex:
 
     def _rebuild(self, index_type: str) -> None:
         """Build ``index_type`` from the vectors this index holds (exact for Flat and
-        IVF-Flat; decoded approximations for quantized types), training it first."""
+        IVF-Flat; decoded approximations for quantized types), training it first.
+
+        The vectors pass through a temporary file: memory holds the old index, then
+        the new one, never both plus a copy (a 1M-vector rebuild would otherwise
+        need three times the index's size).
+        """
         import faiss
         import numpy as np
 
-        ids, vecs = _contents(self._index)
+        old = self._index
+        ids = _stored_ids(old)
+        keep = np.ones(len(ids), dtype=bool)
         if self._dropped:
             keep = ~np.isin(ids, np.fromiter(self._dropped, dtype=np.int64))
-            ids, vecs = ids[keep], vecs[keep]
-        dim = int(self._index.d)
-        self._index = None  # free the old copy before building the new one
+        kept_ids = ids[keep]
+        n, dim = len(kept_ids), int(old.d)
         new = _new_faiss_index(dim, index_type)
-        if not new.is_trained:
-            try:
-                new.train(_training_sample(vecs, new))
-            except RuntimeError:  # too few vectors for this type yet: exact until there are
-                new, index_type = _new_faiss_index(dim, "Flat"), "Flat"
-        # A sample goes in last: first it serves as queries the index has not seen.
         knob = _search_knob(new)
-        held = _calibration_sample(len(ids)) if knob[0] else np.zeros(0, np.int64)
-        rest = np.ones(len(ids), dtype=bool)
-        rest[held] = False
-        for start in range(0, len(ids), 100_000):  # in slices: no second full copy
-            part = slice(start, start + 100_000)
-            new.add_with_ids(vecs[part][rest[part]], ids[part][rest[part]])
+        held = _calibration_sample(n) if knob[0] else np.zeros(0, np.int64)
+        where = np.flatnonzero(keep)  # kept position -> storage position
+        queries = _vectors_at(old, ids, where[held])
+        sample = np.zeros(0, np.int64) if new.is_trained else _training_positions(n, new)
+        k = min(10, n - len(held))
+        nearest = _TopK(queries, k)
+        with tempfile.TemporaryFile(prefix="ragcli-rebuild-") as spill:
+            train_rows, pos = [], 0
+            for begin in range(0, len(ids), REBUILD_SLICE):
+                block = _vectors_at(
+                    old, ids, np.arange(begin, min(begin + REBUILD_SLICE, len(ids)))
+                )
+                block = block[keep[begin : begin + REBUILD_SLICE]]
+                spill.write(block.tobytes())
+                span = slice(pos, pos + len(block))
+                train_rows.append(block[_within(sample, span)])
+                nearest.update(block, kept_ids[span], exclude=_within(held, span))
+                pos += len(block)
+            self._index = old = None  # free the old copy before building the new one
+            if not new.is_trained:
+                try:
+                    new.train(np.concatenate(train_rows) if train_rows else queries)
+                except RuntimeError:  # too few vectors for this type yet: exact until there are
+                    new, index_type = _new_faiss_index(dim, "Flat"), "Flat"
+            del train_rows
+            spill.seek(0)
+            for begin in range(0, n, REBUILD_SLICE):
+                rows = min(REBUILD_SLICE, n - begin)
+                block = np.frombuffer(spill.read(rows * dim * 4), dtype=np.float32)
+                block = block.reshape(rows, dim)
+                free = np.ones(rows, dtype=bool)
+                free[_within(held, slice(begin, begin + rows))] = False
+                new.add_with_ids(block[free], kept_ids[begin : begin + rows][free])
+        # The held vectors go in last: until now they served as unseen queries.
         params = ""
         if len(held):
-            recall = _calibrate(new, vecs, ids, held)
-            new.add_with_ids(vecs[held], ids[held])
+            recall = _calibrate(new, queries, nearest.ids())
+            new.add_with_ids(queries, kept_ids[held])
             params = f"{_search_params(new)}, held-out recall@10 {recall:.3f}"
         elif knob[0]:  # too few vectors to measure: the widest search tried
             faiss.ParameterSpace().set_index_parameter(new, knob[0], knob[1][-1])
@@ -393,27 +423,31 @@ def _trainable(index_type: str, n: int) -> bool:
     return not re.search(r"PQ\d", index_type) or n >= MIN_TRAIN_PER_LIST * 256
 
 
-def _training_sample(vecs: np.ndarray, index) -> np.ndarray:
-    """A seeded random subset, big enough for the index's k-means and no bigger."""
+def _training_positions(n: int, index) -> np.ndarray:
+    """Seeded random positions of a training set big enough for the index's k-means."""
     import faiss
     import numpy as np
 
     ivf = faiss.try_extract_index_ivf(index)
     limit = max(TRAIN_PER_LIST * (ivf.nlist if ivf is not None else 0), 65_536)
-    if len(vecs) <= limit:
-        return vecs
-    pick = np.sort(np.random.default_rng(0).choice(len(vecs), limit, replace=False))
-    return vecs[pick]
+    if n <= limit:
+        return np.arange(n)
+    return np.sort(np.random.default_rng(0).choice(n, limit, replace=False))
 
 
-def _contents(index) -> tuple[np.ndarray, np.ndarray]:
-    """(ids, vectors) of everything an index holds, for a rebuild."""
+def _within(positions: np.ndarray, span: slice) -> np.ndarray:
+    """The sorted ``positions`` inside ``span``, relative to its start."""
+    lo, hi = positions.searchsorted([span.start, span.stop])
+    return positions[lo:hi] - span.start
+
+
+def _stored_ids(index) -> np.ndarray:
+    """The ids of an index's vectors in storage order."""
     import faiss
     import numpy as np
 
     if isinstance(index, faiss.IndexIDMap2):
-        ids = faiss.vector_to_array(index.id_map).astype(np.int64)
-        return ids, index.index.reconstruct_n(0, index.ntotal)
+        return faiss.vector_to_array(index.id_map).astype(np.int64)
     ivf = faiss.extract_index_ivf(index)
     lists = ivf.invlists
     parts = []
@@ -423,9 +457,57 @@ def _contents(index) -> tuple[np.ndarray, np.ndarray]:
             ptr = lists.get_ids(i)
             parts.append(faiss.rev_swig_ptr(ptr, size).copy())
             lists.release_ids(i, ptr)
-    ids = np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, np.int64)
-    vecs = index.reconstruct_batch(ids) if len(ids) else np.zeros((0, index.d), np.float32)
-    return ids, vecs
+    return np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, np.int64)
+
+
+def _vectors_at(index, ids: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    """The vectors at storage ``positions`` (ids from :func:`_stored_ids`)."""
+    import faiss
+    import numpy as np
+
+    if not len(positions):
+        return np.zeros((0, index.d), dtype=np.float32)
+    if isinstance(index, faiss.IndexIDMap2):
+        inner = index.index
+        if positions[-1] - positions[0] + 1 == len(positions):  # a contiguous run
+            return inner.reconstruct_n(int(positions[0]), len(positions))
+        return np.vstack([inner.reconstruct(int(p)) for p in positions])
+    return index.reconstruct_batch(ids[positions])
+
+
+class _TopK:
+    """Exact inner-product neighbours of a few queries, gathered block by block."""
+
+    def __init__(self, queries: np.ndarray, k: int) -> None:
+        import numpy as np
+
+        self.queries, self.k = queries, k
+        self.scores = np.full((len(queries), k), -np.inf, dtype=np.float32)
+        self.found = np.full((len(queries), k), -1, dtype=np.int64)
+
+    def update(self, block: np.ndarray, block_ids: np.ndarray, exclude: np.ndarray) -> None:
+        import numpy as np
+
+        if not len(self.queries) or not len(block) or self.k <= 0:
+            return
+        scores = self.queries @ block.T
+        scores[:, exclude] = -np.inf
+        both = np.hstack([self.scores, scores])
+        ids = np.hstack([self.found, np.broadcast_to(block_ids, scores.shape)])
+        top = np.argpartition(-both, self.k - 1, axis=1)[:, : self.k]
+        self.scores = np.take_along_axis(both, top, axis=1)
+        self.found = np.take_along_axis(ids, top, axis=1)
+
+    def ids(self) -> list[set[int]]:
+        return [set(row[row >= 0].tolist()) for row in self.found]
+
+
+def _contents(index) -> tuple[np.ndarray, np.ndarray]:
+    """(ids, vectors) of everything an index holds."""
+    import numpy as np
+
+    ids = _stored_ids(index)
+    return ids, _vectors_at(index, ids, np.arange(len(ids)))
 
 
 def _search_knob(index) -> tuple[str, list[int]]:
@@ -467,31 +549,26 @@ def _calibration_sample(n: int) -> np.ndarray:
     return np.sort(np.random.default_rng(0).choice(n, size, replace=False))
 
 
-def _calibrate(index, vecs: np.ndarray, ids: np.ndarray, held: np.ndarray) -> float:
-    """Set nprobe / efSearch to the smallest value whose recall@10 for the ``held``
-    vectors (not yet in the index) reaches CALIBRATION_RECALL, or where more stops
-    helping (quantized codes cap recall below exact).
+def _calibrate(index, queries: np.ndarray, truth: list[set[int]]) -> float:
+    """Set nprobe / efSearch to the smallest value whose recall@10 for the held-out
+    ``queries`` (not in the index; ``truth`` = their exact neighbours in it) reaches
+    CALIBRATION_RECALL, or where more stops helping (quantized codes cap recall
+    below exact).
 
     Measured on the index's own data, so a corpus with less structure gets a wider
     search; the benchmark checks the outcome on other queries.
     """
     import faiss
-    import numpy as np
 
     name, values = _search_knob(index)
-    k = min(10, len(ids) - len(held))
-    queries = vecs[held]
-    # Exact neighbours among the indexed vectors: fetch past the held ones, drop them.
-    exact = faiss.knn(queries, vecs, k + len(held), metric=faiss.METRIC_INNER_PRODUCT)[1]
-    indexed = ~np.isin(exact, held)
-    truth = [set(ids[row[keep][:k]].tolist()) for row, keep in zip(exact, indexed, strict=True)]
+    k = max(1, max(len(t) for t in truth))
     space = faiss.ParameterSpace()
-    best = 0.0
+    best = recall = 0.0
     for value in values:
         space.set_index_parameter(index, name, value)
         found = index.search(queries, k)[1]
         hits = sum(len(t & set(row.tolist())) for t, row in zip(truth, found, strict=True))
-        recall = hits / (k * len(queries))
+        recall = hits / max(1, sum(len(t) for t in truth))
         if recall >= CALIBRATION_RECALL or recall - best < 0.002:
             break
         best = recall

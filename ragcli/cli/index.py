@@ -47,7 +47,7 @@ def index_command(
             "--index-type",
             metavar="TYPE",
             help='FAISS index: "auto" (exact below 100k passages, IVF above) or a factory '
-            'string such as "HNSW32" or "IVF4096,SQ8" (default: auto).',
+            'string such as "HNSW32" or "IVF4096,SQ8" (default: the index\'s own; auto when new).',
             show_default=False,
         ),
     ] = None,
