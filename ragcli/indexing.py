@@ -240,6 +240,7 @@ def build_index(
                 batch = []
         run.embed_and_store(batch, embedder)
         if run.dirty or rebuild or not writer.has_commit or writer.needs_commit():
+            _return_free_memory()  # the commit may rebuild the vector index: room for it
             run.commit()
         report.files_total = len(writer.files)
         report.chunks_total = writer.count_chunks()
@@ -329,6 +330,15 @@ class _Run:
         self.report.commits += 1
         self.last_commit = time.monotonic()
         self.dirty = False
+
+
+def _return_free_memory() -> None:
+    """Hand the heap pages the embedder freed back to the system (glibc only)."""
+    import contextlib
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
 def embed_unique(embedder: Embedder, texts: list[str]) -> np.ndarray:

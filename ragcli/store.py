@@ -58,7 +58,7 @@ TRAIN_PER_LIST = 64  # more only slows training
 # other (MiniLM on pydocs: recall 0.90 for the questions where held-out passages gave 0.96).
 CALIBRATION_RECALL = 0.99
 CALIBRATION_QUERIES = 200
-REBUILD_SLICE = 65_536  # vectors moved at a time by a rebuild
+REBUILD_SLICE = 32_768  # vectors moved at a time by a rebuild
 # Floors, as a margin: on clustered vectors IVF lists match the clusters so well that one
 # probe passes the sample, yet a question lies further from its passages than they do
 # from each other. Below these the search costs well under a millisecond anyway.
@@ -287,8 +287,9 @@ class VectorIndex:
                 block = _vectors_at(
                     old, ids, np.arange(begin, min(begin + REBUILD_SLICE, len(ids)))
                 )
-                block = block[keep[begin : begin + REBUILD_SLICE]]
-                spill.write(block.tobytes())
+                if not keep[begin : begin + REBUILD_SLICE].all():
+                    block = block[keep[begin : begin + REBUILD_SLICE]]
+                spill.write(memoryview(np.ascontiguousarray(block, dtype=np.float32)))
                 span = slice(pos, pos + len(block))
                 train_rows.append(block[_within(sample, span)])
                 nearest.update(block, kept_ids[span], exclude=_within(held, span))
@@ -490,13 +491,15 @@ class _TopK:
 
         if not len(self.queries) or not len(block) or self.k <= 0:
             return
-        scores = self.queries @ block.T
-        scores[:, exclude] = -np.inf
-        both = np.hstack([self.scores, scores])
-        ids = np.hstack([self.found, np.broadcast_to(block_ids, scores.shape)])
-        top = np.argpartition(-both, self.k - 1, axis=1)[:, : self.k]
-        self.scores = np.take_along_axis(both, top, axis=1)
-        self.found = np.take_along_axis(ids, top, axis=1)
+        step = 8192  # keeps the score and index matrices at a few MB
+        for lo in range(0, len(block), step):
+            scores = self.queries @ block[lo : lo + step].T
+            scores[:, exclude[(exclude >= lo) & (exclude < lo + step)] - lo] = -np.inf
+            both = np.hstack([self.scores, scores])
+            ids = np.hstack([self.found, np.broadcast_to(block_ids[lo : lo + step], scores.shape)])
+            top = np.argpartition(-both, self.k - 1, axis=1)[:, : self.k]
+            self.scores = np.take_along_axis(both, top, axis=1)
+            self.found = np.take_along_axis(ids, top, axis=1)
 
     def ids(self) -> list[set[int]]:
         return [set(row[row >= 0].tolist()) for row in self.found]
