@@ -225,19 +225,21 @@ def build_index(
         if ray_address is not None:
             from .ray_embedding import prepare_with_ray
 
-            big = [p for p in todo if run.streams(p)]
+            big = {p for p in todo if run.streams(p)}
             for prepared, vectors in prepare_with_ray(
-                [p for p in todo if not run.streams(p)], settings, model, ray_address
+                [p for p in todo if p not in big], settings, model, ray_address
             ):
                 run.store(prepared, vectors)
-            todo = big
+            todo = sorted(big)
         embedder = embedder or SentenceTransformerEmbedder(model)
         batch: list[PreparedFile] = []
+        pending = 0  # passages in the batch
         for prepared in _prepared(todo, model, settings, run, embedder, workers):
             batch.append(prepared)
-            if sum(len(p.chunks) for p in batch) >= settings.embed_batch:
+            pending += len(prepared.chunks)
+            if pending >= settings.embed_batch:
                 run.embed_and_store(batch, embedder)
-                batch = []
+                batch, pending = [], 0
         run.embed_and_store(batch, embedder)
         if run.dirty or rebuild or not writer.has_commit or writer.needs_commit():
             _return_free_memory()  # the commit may rebuild the vector index: room for it
@@ -370,9 +372,10 @@ def _prepared(
     into the store here and yield nothing."""
     tokenizer = model.path / "tokenizer.json"
     size = (settings.chunk_tokens, settings.chunk_overlap)
-    small = [p for p in todo if not run.streams(p)]
+    big = {p for p in todo if run.streams(p)}
+    small = [p for p in todo if p not in big]
     for path in todo:
-        if run.streams(path):
+        if path in big:
             _index_streamed(path, _counter(tokenizer), settings, run, embedder)
     n_workers = workers if workers is not None else max(1, (os.cpu_count() or 2) - 1)
     if len(small) < POOL_MIN_FILES or n_workers < 1:
