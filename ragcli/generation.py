@@ -17,7 +17,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
 from .errors import ModelError
@@ -57,6 +57,7 @@ class Timings:
 class Generation:
     text: str
     timings: Timings
+    token_probs: list[float] = field(default_factory=list)  # the model's confidence per token
 
 
 def common_prefix(a: list[int], b: list[int]) -> int:
@@ -164,11 +165,14 @@ class LlamaEngine:
                 raise ModelError(f"llama_decode failed with code {rc}")
         self.kv_tokens = self.kv_tokens[:start] + list(tokens)
 
-    def _argmax(self) -> int:
+    def _argmax(self) -> tuple[int, float]:
+        """The most likely next token and its probability."""
         import numpy as np
 
         ptr = self._lib.llama_get_logits_ith(self.ctx, -1)
-        return int(np.argmax(np.ctypeslib.as_array(ptr, shape=(self.n_vocab,))))
+        logits = np.ctypeslib.as_array(ptr, shape=(self.n_vocab,))
+        tok = int(np.argmax(logits))
+        return tok, float(1.0 / np.exp(logits - logits[tok]).sum())
 
     def trim(self, keep: int) -> int:
         """Drop cached positions from ``keep`` on; returns how many remain.
@@ -259,11 +263,13 @@ class LlamaEngine:
         t.prefill_tok_s = t.prefill_tokens / max(t.prefill_ms / 1000, 1e-9)
 
         out: list[int] = []
+        probs: list[float] = []
         text, emitted = "", 0
         hold = max((len(s) for s in prompt.stop), default=0)
         t_decode = time.perf_counter()
         for _ in range(max_tokens):
-            tok = self._argmax()
+            tok, prob = self._argmax()
+            probs.append(prob)
             if not out:
                 t.ttft_ms = (time.perf_counter() - started) * 1000
             if self._lib.llama_vocab_is_eog(self._vocab, tok):
@@ -284,7 +290,7 @@ class LlamaEngine:
         t.decode_ms = (time.perf_counter() - t_decode) * 1000
         t.decode_tok_s = len(out) / max(t.decode_ms / 1000, 1e-9)
         t.total_ms = (time.perf_counter() - started) * 1000
-        return Generation(text=text, timings=t)
+        return Generation(text=text, timings=t, token_probs=probs)
 
     def close(self) -> None:
         if self._batch is not None:

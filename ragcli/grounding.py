@@ -93,22 +93,74 @@ def content_words(text: str) -> list[str]:
     return [w for w in _WORD.findall(text) if w not in _STOP]
 
 
-def support(answer: str, passages: list[str]) -> float:
-    """Share of the answer's content words found in the passages (1.0 if none)."""
+_NUMBER_WORDS = {
+    w: str(i)
+    for i, w in enumerate(
+        "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
+        "fifteen sixteen seventeen eighteen nineteen twenty".split()
+    )
+}
+_NUMBER_WORDS.update({"thirty": "30", "forty": "40", "fifty": "50", "hundred": "100"})
+_COUNT_QUESTION = re.compile(r"\bhow\s+many\b|\bnumber\s+of\b", re.I)
+MAX_COUNT = 20  # a count the model may derive from a list in the passages
+_PARTS = re.compile(r"[a-z]+|[0-9]+")
+
+
+def _parts(word: str) -> list[str]:
+    """An identifier's parts: ExceptionGroup -> exception, group; add_note -> add, note."""
+    spaced = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", word)
+    return _PARTS.findall(spaced.lower())
+
+
+def _vocab(passages: list[str]) -> set[str]:
+    """Every word of the passages, numbers also spelled as digits, identifiers also by part."""
+    text = unicodedata.normalize("NFKC", " ".join(passages)).replace("’", "'")
+    vocab: set[str] = set()
+    for raw in _WORD.findall(text):
+        word = raw.lower()
+        vocab.add(word)
+        if word in _NUMBER_WORDS:
+            vocab.add(_NUMBER_WORDS[word])
+        vocab.update(_parts(raw))
+    return vocab
+
+
+def _found(word: str, vocab: set[str]) -> bool:
+    if word in vocab or _NUMBER_WORDS.get(word, "") in vocab:
+        return True
+    if word[0].isdigit():  # numbers must appear as they are
+        return False
+    # Words may differ in inflection; identifiers may be written as their parts.
+    if len(word) > 5 and any(v.startswith(word[:5]) for v in vocab):
+        return True
+    parts = _parts(word)
+    return len(parts) > 1 and all(p in vocab for p in parts)
+
+
+def _is_count(word: str) -> bool:
+    value = _NUMBER_WORDS.get(word, word)
+    return value.isdigit() and int(value) <= MAX_COUNT
+
+
+def support(answer: str, passages: list[str], question: str = "") -> float:
+    """Share of the answer's content words found in the passages (1.0 if none).
+
+    Derived answers pass too: numbers written as words or digits either way, identifiers
+    written as their parts, and, for a "how many" question, a small count of what the
+    passages list. Any other number that the passages do not hold makes the share 0.
+    """
     words = content_words(answer)
     if not words:
         return 1.0
-    haystack = " ".join(_WORD.findall(_normalize(" ".join(passages))))
-    vocab = set(haystack.split())
-    found = 0
-    for w in words:
-        # Numbers must appear as they are; words may differ in inflection.
-        if w in vocab or (
-            not w[0].isdigit() and any(v.startswith(w[:5]) for v in vocab if len(w) > 5)
-        ):
-            found += 1
-    numbers_ok = all(w in vocab or w in haystack for w in words if w[0].isdigit())
-    return found / len(words) if numbers_ok else 0.0
+    vocab = _vocab(passages)
+    counting = bool(_COUNT_QUESTION.search(question))
+    found = [_found(w, vocab) or (counting and _is_count(w)) for w in words]
+    numbers = [
+        ok for w, ok in zip(words, found, strict=True) if w[0].isdigit() or w in _NUMBER_WORDS
+    ]
+    if not all(numbers):
+        return 0.0
+    return sum(found) / len(words)
 
 
 # Sentences that speak to the model instead of about the subject: a document

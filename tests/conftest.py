@@ -12,14 +12,22 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 CORPORA = ROOT / "corpora"
 RAG = Path(sys.executable).parent / "rag"
+SMALL_MODEL = "gemma-3-270m"
 
 
 @pytest.fixture(scope="session", autouse=True)
 def isolated_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Keep the user's config and cache out of the tests (and the tests out of them)."""
+    from ragcli.config import Settings
+
+    models = Path(os.environ.get("RAG_CACHE_DIR") or Settings().cache_dir) / "models"
     home = tmp_path_factory.mktemp("home")
     os.environ["XDG_CONFIG_HOME"] = str(home / "config")
     os.environ["XDG_CACHE_HOME"] = str(home / "cache")
+    # Verified model files are shared (`make install` pulls them); caches and indexes are not.
+    (home / "cache" / "ragcli").mkdir(parents=True)
+    if models.is_dir():
+        (home / "cache" / "ragcli" / "models").symlink_to(models)
     for var in (
         "RAG_CONFIG",
         "RAG_INDEX",
@@ -32,6 +40,8 @@ def isolated_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "RAG_MILVUS_TOKEN",
     ):
         os.environ.pop(var, None)
+    # Most tests run the small model; tests of the default model unset this.
+    os.environ["RAG_MODEL"] = SMALL_MODEL
     return home
 
 

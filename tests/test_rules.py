@@ -27,6 +27,24 @@ def test_support_counts_content_words_and_numbers():
     assert support("19 November 2019", passages) == 0.0  # a number not in the passages
 
 
+def test_derived_answers_pass_and_invented_ones_do_not():
+    listed = ["The squad named three spinners: Zampa, Maxwell and Head. The final drew 92,453."]
+    count = "How many spinners did the squad name?"
+    assert support("3", listed, count) == 1.0  # counted from the list
+    assert support("three", listed, count) == 1.0
+    assert support("3", listed, "Which year was it?") == 1.0  # "three" is in the passage
+    assert support("4", listed, "Which year was it?") == 0.0  # not a count question
+    assert support("92,453", listed) == 1.0
+    assert support("92,000", listed, count) == 0.0  # too big to be a count
+    assert support("six", ["India lost 6 wickets."]) == 1.0  # words and digits either way
+    assert support("seven", ["India lost 6 wickets."]) == 0.0
+    api = ["Raise an ExceptionGroup to report several errors; call add_note() to add context."]
+    assert support("exception group", api) == 1.0  # identifiers by their parts
+    assert support("ExceptionGroup", api) == 1.0
+    assert support("ValueGroup", api) == 0.0  # parts must all be there: "value" is not
+    assert support("No", api, "Can the group be empty?") == 1.0  # yes/no carry no content
+
+
 def test_instructions_inside_passages_are_removed():
     text = strip_instructions(INJECTION)
     assert "Ahmedabad" in text

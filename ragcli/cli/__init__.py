@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from .. import __version__
-from . import ask, bench, cache, chat, evaluate, index, search
+from . import ask, bench, cache, chat, evaluate, index, models, search
 
 app = typer.Typer(
     name="rag",
@@ -46,6 +46,7 @@ app.command("ask")(ask.ask_command)
 app.command("eval")(evaluate.eval_command)
 app.command("chat")(chat.chat_command)
 app.add_typer(cache.app, name="cache")
+app.add_typer(models.app, name="models")
 app.add_typer(bench.app, name="bench")
 
 

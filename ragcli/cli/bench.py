@@ -210,6 +210,42 @@ def startup_command(
     stdout_console().print(table)
 
 
+@app.command("models")
+@handle_errors
+def models_command(
+    questions: Annotated[Path, typer.Argument(help="Question set (JSONL, as for rag eval).")],
+    model: Annotated[
+        list[str] | None,
+        typer.Option("--model", help="A model name or GGUF; repeatable (default: the catalogue)."),
+    ] = None,
+    index: IndexOpt = None,
+    runs: Annotated[int, typer.Option("--runs", min=1, help="Fresh `rag ask` runs per model.")] = 3,
+    json_out: JsonOpt = False,
+) -> None:
+    """Answer quality, time to first token, speed, memory and disk of models side by side."""
+    from dataclasses import asdict
+
+    from ..model_bench import models_bench
+    from ..models import CATALOG
+
+    rows = models_bench(settings(index_dir=index), model or list(CATALOG), questions, runs)
+    if json_out:
+        print_json([asdict(r) for r in rows])
+        return
+    from rich.table import Table
+
+    table = Table("model", "accuracy", "abstention", "false abst.", "TTFT cold ms",
+                  "TTFT repeat ms", "TTFT-prefill ms", "prefill tok/s", "decode tok/s",
+                  "peak RSS MB", "disk MB", title="fresh processes, medians")  # fmt: skip
+    for r in rows:
+        rates = (r.accuracy, r.abstention, r.false_abstention)
+        table.add_row(r.model, *("-" if v is None else f"{v:.3f}" for v in rates),
+                      *(f"{v:.0f}" for v in (r.ttft_cold_ms, r.ttft_repeat_ms,
+                        r.ttft_outside_prefill_ms, r.prefill_tok_s)),
+                      f"{r.decode_tok_s:.1f}", f"{r.peak_rss_mb:.0f}", f"{r.disk_mb:.0f}")  # fmt: skip
+    stdout_console().print(table)
+
+
 @app.command("index-types")
 @handle_errors
 def index_types_command(

@@ -14,6 +14,7 @@ import typer
 
 from ..config import Settings, load_settings
 from ..errors import ExitCode, RagError
+from ..models import DEFAULT_MODEL
 
 IndexOpt = Annotated[
     Path | None,
@@ -32,10 +33,11 @@ StoreOpt = Annotated[
     ),
 ]
 ModelOpt = Annotated[
-    Path | None,
+    str | None,
     typer.Option(
         "--model",
-        help="GGUF model file (default: bundled Gemma 3 270M; env RAG_MODEL).",
+        metavar="NAME|PATH",
+        help=f"A model of `rag models` or a GGUF file (default: {DEFAULT_MODEL}; env RAG_MODEL).",
         show_default=False,
     ),
 ]
