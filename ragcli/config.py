@@ -89,7 +89,7 @@ class Settings:
         if self.llm_url is not None:
             _check_url(self.llm_url)
         if self.store:
-            from .milvus_store import parse_store  # light: pymilvus loads only on use
+            from .stores.milvus import parse_store  # light: pymilvus loads only on use
 
             parse_store(self.store)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ragcli.bench import (
+from ragcli.bench.workload import (
     fit_quadratic,
     prefill_sweep,
     read_questions,
@@ -48,7 +48,7 @@ def test_prefill_sweep_and_plot(tmp_path: Path):
     assert set(data["fit"]) >= {"a", "b", "c", "l_star"}
     json.dumps(data)
     if importlib.util.find_spec("matplotlib") is not None:
-        from ragcli.bench import plot_prefill
+        from ragcli.bench.workload import plot_prefill
 
         out = plot_prefill(report, tmp_path / "prefill.png")
         assert out.read_bytes()[:4] == b"\x89PNG"

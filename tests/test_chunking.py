@@ -3,8 +3,8 @@ from pathlib import Path
 
 import pytest
 
-from ragcli.chunking import TokenCounter, chunk_document
-from ragcli.ingest import Document, read_document
+from ragcli.index.chunking import TokenCounter, chunk_document
+from ragcli.index.read import Document, read_document
 from ragcli.models import embedding_model
 
 CORPORA = Path(__file__).resolve().parent.parent / "corpora"
@@ -146,8 +146,8 @@ def test_html_headings_and_passages_start_at_a_new_section(counter):
 
 
 def test_streamed_blocks_cover_the_file_and_carry_headings(counter, tmp_path):
-    from ragcli.chunking import chunk_stream
-    from ragcli.ingest import stream_document, stream_source
+    from ragcli.index.chunking import chunk_stream
+    from ragcli.index.read import stream_document, stream_source
 
     parts = []
     for i in range(40):

@@ -22,8 +22,8 @@ import numpy as np
 import pytest
 
 from ragcli.config import load_settings
-from ragcli.indexing import build_index
-from ragcli.store import IndexStore
+from ragcli.index.pipeline import build_index
+from ragcli.stores.folder import IndexStore
 
 CORPORA = Path(__file__).resolve().parent.parent / "corpora"
 RAG = Path(sys.executable).parent / "rag"

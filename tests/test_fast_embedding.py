@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ragcli.fast_embedding import NumpyBertEmbedder, supports
+from ragcli.embed.numpy_bert import NumpyBertEmbedder, supports
 from ragcli.models import EmbeddingModelInfo, embedding_model
 
 LITERAL_TEXTS = [
@@ -262,7 +262,7 @@ def test_unsupported_folders_are_refused(info, tmp_path: Path):
 
 def test_does_not_import_torch_or_sentence_transformers():
     code = (
-        "import ragcli.fast_embedding as f, sys; from ragcli.models import embedding_model; "
+        "import ragcli.embed.numpy_bert as f, sys; from ragcli.models import embedding_model; "
         "f.NumpyBertEmbedder(embedding_model()).embed(['hi']); "
         "print(sorted(m for m in sys.modules "
         "if m.split('.')[0] in ('torch','transformers','sentence_transformers')))"
@@ -278,9 +278,9 @@ def test_a_model_the_numpy_path_cannot_run_falls_back_with_one_note(tmp_path, ca
     import json
     import shutil
 
-    from ragcli.embedding import SentenceTransformerEmbedder
+    from ragcli.answer.retrieval import query_embedder
+    from ragcli.embed.base import SentenceTransformerEmbedder
     from ragcli.models import embedding_model
-    from ragcli.retrieval import query_embedder
 
     folder = tmp_path / "cls-pooled"
     shutil.copytree(embedding_model().path, folder)

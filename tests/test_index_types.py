@@ -13,11 +13,11 @@ import faiss
 import numpy as np
 import pytest
 
-from ragcli.bench import clustered_vectors
-from ragcli.chunking import Chunk
+from ragcli.bench.workload import clustered_vectors
 from ragcli.errors import ConfigError
-from ragcli.ingest import SourceFile
-from ragcli.store import AUTO, IndexInfo, IndexStore, VectorIndex, check_index_type
+from ragcli.index.chunking import Chunk
+from ragcli.index.read import SourceFile
+from ragcli.stores.folder import AUTO, IndexInfo, IndexStore, VectorIndex, check_index_type
 
 from .conftest import rag
 

@@ -5,11 +5,11 @@ import sqlite3
 
 import pytest
 
+from ragcli.answer.retrieval import Retriever
 from ragcli.config import load_settings
 from ragcli.errors import IndexCorruptError, IndexMismatchError, IndexMissingError, UsageError
-from ragcli.indexing import build_index
-from ragcli.retrieval import Retriever
-from ragcli.store import IndexStore
+from ragcli.index.pipeline import build_index
+from ragcli.stores.folder import IndexStore
 
 
 @pytest.fixture
@@ -192,7 +192,7 @@ def _chunk_rows(settings) -> list[tuple]:
 
 def test_parallel_parsing_gives_the_same_index(tmp_path, embedder):
     """Worker processes parse exactly what this process would."""
-    from ragcli.indexing import POOL_MIN_FILES
+    from ragcli.index.pipeline import POOL_MIN_FILES
 
     docs = tmp_path / "docs"
     docs.mkdir()

@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 
 from ragcli.errors import UsageError
-from ragcli.ingest import decode, discover, read_document
+from ragcli.index.read import decode, discover, read_document
 
 PAGE = """<!DOCTYPE html>
 <html><head><title>T</title><style>p { color: red }</style>

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from ragcli.answer.retrieval import Retriever
 from ragcli.config import load_settings
 from ragcli.errors import IndexMismatchError
-from ragcli.indexing import build_index
-from ragcli.ingest import discover, read_document
-from ragcli.retrieval import Retriever
-from ragcli.store import FORMAT_VERSION, IndexStore
+from ragcli.index.pipeline import build_index
+from ragcli.index.read import discover, read_document
+from ragcli.stores.folder import FORMAT_VERSION, IndexStore
 
 
 def make_pdf(pages: list[list[str]]) -> bytes:
@@ -342,7 +342,7 @@ def test_symlinks_and_special_files(tmp_path):
 
 
 def test_unreadable_empty_and_vanishing_files(tmp_path, embedder, monkeypatch):
-    import ragcli.indexing as indexing
+    import ragcli.index.pipeline as indexing
 
     docs = tmp_path / "docs"
     _tree(docs, ["good.md", "vanishing.md"])

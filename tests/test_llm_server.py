@@ -138,8 +138,8 @@ def test_server_answers_like_the_local_engine_without_loading_llama_cpp(corpus_i
 
 def test_second_question_reuses_the_servers_prompt_prefix(corpus_index, llm_url, server_log):
     """The fixed instructions come first, so the server's KV prefix serves a new question."""
-    from ragcli.prompt import completion_prompt
-    from ragcli.remote_generation import RemoteEngine
+    from ragcli.answer.prompt import completion_prompt
+    from ragcli.llm.remote import RemoteEngine
 
     fixed = completion_prompt(VENUE, ["x"]).segments[0]
     fixed_tokens = RemoteEngine(llm_url)._count_tokens(fixed)  # BOS included, as in the prompt
@@ -160,8 +160,8 @@ def test_second_question_reuses_the_servers_prompt_prefix(corpus_index, llm_url,
 
 
 def test_streams_text_and_honours_stop_sequences(llm_url):
-    from ragcli.prompt import completion_prompt
-    from ragcli.remote_generation import RemoteEngine
+    from ragcli.answer.prompt import completion_prompt
+    from ragcli.llm.remote import RemoteEngine
 
     engine = RemoteEngine(llm_url)
     context = ["The final was played at the Narendra Modi Stadium in Ahmedabad, India."]
@@ -209,8 +209,8 @@ def test_llm_url_from_the_environment(monkeypatch: pytest.MonkeyPatch):
 
 def test_documents_cannot_spell_control_tokens_to_the_server(llm_url):
     """The server parses special tokens in the whole prompt; the context is escaped first."""
-    from ragcli.prompt import completion_prompt
-    from ragcli.remote_generation import RemoteEngine, prompt_text
+    from ragcli.answer.prompt import completion_prompt
+    from ragcli.llm.remote import RemoteEngine, prompt_text
 
     engine = RemoteEngine(llm_url)
     assert engine._count_tokens("<start_of_turn>") == 2  # BOS + Gemma's turn token
@@ -265,8 +265,8 @@ class _LlamaServerReplay:
 
 
 def test_reads_llama_servers_cache_and_prefill_figures():
-    from ragcli.prompt import completion_prompt
-    from ragcli.remote_generation import RemoteEngine
+    from ragcli.answer.prompt import completion_prompt
+    from ragcli.llm.remote import RemoteEngine
 
     final = {
         "choices": [{"text": "", "index": 0, "finish_reason": "stop"}],
@@ -294,9 +294,9 @@ def test_reads_llama_servers_cache_and_prefill_figures():
 
 
 def test_an_error_inside_the_stream_is_a_model_error():
+    from ragcli.answer.prompt import completion_prompt
     from ragcli.errors import ModelError
-    from ragcli.prompt import completion_prompt
-    from ragcli.remote_generation import RemoteEngine
+    from ragcli.llm.remote import RemoteEngine
 
     replay = _LlamaServerReplay([{"error": {"code": 500, "message": "context full"}}])
     try:

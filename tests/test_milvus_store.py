@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from ragcli.answer.retrieval import Retriever
 from ragcli.config import load_settings
 from ragcli.errors import ConfigError, IndexLockedError, IndexMismatchError, IndexMissingError
-from ragcli.indexing import build_index
-from ragcli.retrieval import Retriever
-from ragcli.store import open_store
+from ragcli.index.pipeline import build_index
+from ragcli.stores.folder import open_store
 
 from .conftest import CORPORA, ROOT
 
@@ -183,7 +183,7 @@ _CRASH = """
 import os, sys
 from pathlib import Path
 from ragcli.config import load_settings
-from ragcli.indexing import build_index
+from ragcli.index.pipeline import build_index
 from ragcli import milvus_store
 
 if sys.argv[2] == "after-commit-point":
@@ -195,7 +195,7 @@ else:
     # die after staging the changes, before the commit point
     milvus_store.MilvusWriter.commit = lambda self: os._exit(9)
 from ragcli.models import embedding_model
-from ragcli.retrieval import query_embedder
+from ragcli.answer.retrieval import query_embedder
 
 embedder = query_embedder(embedding_model())  # torch-free: the same vectors, quick to start
 build_index([Path(sys.argv[3])], load_settings({"store": sys.argv[1]}), embedder=embedder)
@@ -269,7 +269,7 @@ def test_store_from_environment(tmp_path, monkeypatch):
 _HOLD = """
 import sys
 from ragcli.config import load_settings
-from ragcli.store import open_store
+from ragcli.stores.folder import open_store
 store = open_store(load_settings({"store": sys.argv[1]}))
 print("open", flush=True)
 sys.stdin.read()
@@ -325,7 +325,7 @@ def test_faiss_path_does_not_import_pymilvus(corpus_index):
         """
         import sys
         from ragcli.config import load_settings
-        from ragcli.store import open_store
+        from ragcli.stores.folder import open_store
         open_store(load_settings({"index_dir": sys.argv[1]})).close()
         assert "pymilvus" not in sys.modules and "milvus_lite" not in sys.modules
         """
@@ -362,7 +362,7 @@ def milvus_server(tmp_path):
 _HOLD_WRITER = """
 import sys
 from ragcli.config import load_settings
-from ragcli.store import IndexInfo, store_writer
+from ragcli.stores.folder import IndexInfo, store_writer
 info = IndexInfo.for_build("sentence-transformers/all-MiniLM-L6-v2", 384, 200, 40)
 with store_writer(load_settings({"store": sys.argv[1]}), info) as writer:
     print("writing", flush=True)

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from ragcli.cache import PrefixCache, engine_fingerprint
-from ragcli.generation import LlamaEngine
+from ragcli.answer.prompt import chat_prompt, completion_prompt
+from ragcli.llm.kv_cache import PrefixCache, engine_fingerprint
+from ragcli.llm.llama import LlamaEngine
 from ragcli.models import generation_model, smollm2_gguf
-from ragcli.prompt import chat_prompt, completion_prompt
 
 from .conftest import CORPORA
 
@@ -127,10 +127,10 @@ def test_state_of_another_model_is_never_loaded(engine, tmp_path):
 NEW_PROCESS = """
 import json, sys
 from pathlib import Path
-from ragcli.cache import PrefixCache
-from ragcli.generation import LlamaEngine
+from ragcli.llm.kv_cache import PrefixCache
+from ragcli.llm.llama import LlamaEngine
 from ragcli.models import generation_model
-from ragcli.prompt import completion_prompt
+from ragcli.answer.prompt import completion_prompt
 cache_dir, passages, question, use = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3], sys.argv[4] == "1"
 eng = LlamaEngine(generation_model(None, Path(cache_dir)), n_ctx=2048, n_batch=256,
                   cache=PrefixCache(Path(cache_dir) / "kv"))

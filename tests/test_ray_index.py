@@ -22,7 +22,7 @@ needs_ray = pytest.mark.skipif(
 
 def _contents(index_dir: Path) -> dict[tuple, np.ndarray]:
     """Every passage (path, ordinal, lines, page, text) with its vector."""
-    from ragcli.store import IndexStore
+    from ragcli.stores.folder import IndexStore
 
     store = IndexStore.open(index_dir)
     try:
@@ -40,7 +40,7 @@ def _contents(index_dir: Path) -> dict[tuple, np.ndarray]:
 @needs_ray
 def test_ray_index_equals_single_process(tmp_path: Path, embedder) -> None:
     from ragcli.config import load_settings
-    from ragcli.indexing import build_index
+    from ragcli.index.pipeline import build_index
 
     docs = tmp_path / "docs"
     subprocess.run(["cp", "-r", str(CORPORA), str(docs)], check=True)
@@ -71,8 +71,8 @@ def test_an_error_on_a_worker_keeps_its_class_and_ray_stops() -> None:
 
     from ragcli.config import load_settings
     from ragcli.errors import ModelError
+    from ragcli.index.ray_data import prepare_with_ray
     from ragcli.models import EmbeddingModelInfo
-    from ragcli.ray_embedding import prepare_with_ray
 
     missing = EmbeddingModelInfo("no-such-model", Path("/no/such/model"), 384)
     paths = sorted(CORPORA.rglob("*.md"))[:2]

@@ -4,10 +4,10 @@ import shutil
 
 import pytest
 
-from ragcli.answering import Asker
+from ragcli.answer.asker import Asker
+from ragcli.answer.grounding import strip_instructions, support
 from ragcli.config import load_settings
-from ragcli.grounding import strip_instructions, support
-from ragcli.indexing import build_index
+from ragcli.index.pipeline import build_index
 
 from .conftest import CORPORA
 

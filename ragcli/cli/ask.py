@@ -52,7 +52,7 @@ def ask_command(
 ) -> None:
     """Answer QUESTION from the indexed documents, or say "I don't know" (exit 1)."""
     started_ms = process_age_ms() if profile else None
-    from ..answering import Asker
+    from ..answer.asker import Asker
 
     s = settings(
         index_dir=index,

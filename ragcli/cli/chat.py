@@ -34,7 +34,7 @@ def chat_command(
 
     An empty line or end of input (Ctrl-D) ends the session.
     """
-    from ..answering import Asker
+    from ..answer.asker import Asker
 
     s = settings(index_dir=index, store=store, model=model, top_k=top_k, retriever=retriever,
                  use_cache=False if no_cache else None, llm_url=llm_url)  # fmt: skip

@@ -46,8 +46,8 @@ def eval_command(
     json_out: JsonOpt = False,
 ) -> None:
     """Score the current index and model on a question set."""
-    from ..answering import Asker
-    from ..evaluation import evaluate, load_questions
+    from ..answer.asker import Asker
+    from ..answer.evaluation import evaluate, load_questions
 
     items = load_questions(questions)[:limit]
     s = settings(

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from http.client import HTTPException, HTTPResponse
 from typing import Any
 
-from .errors import ModelError
-from .generation import CONTEXT, Generation, OnText, Timings
-from .prompt import Prompt
+from ..answer.prompt import Prompt
+from ..errors import ModelError
+from .llama import CONTEXT, Generation, OnText, Timings
 
 # Strings that tokenizers read as control tokens when a server parses special tokens
 # in the whole prompt (llama.cpp and llama-cpp-python both do): ChatML/Llama-3 style
@@ -84,7 +84,7 @@ def _number(obj: dict[str, Any] | None, key: str) -> float | None:
 
 
 class RemoteEngine:
-    """Same ``generate`` contract as :class:`ragcli.generation.LlamaEngine`, over HTTP."""
+    """Same ``generate`` contract as :class:`ragcli.llm.llama.LlamaEngine`, over HTTP."""
 
     # The prompt is the plain few-shot completion prompt: a server does not say
     # reliably whether its model has a chat template (llama-server falls back to

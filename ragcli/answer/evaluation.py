@@ -19,8 +19,8 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .answering import Answer, Asker
-from .errors import UsageError
+from ..errors import UsageError
+from .asker import Answer, Asker
 
 MAX_ANSWER_WORDS = 40
 

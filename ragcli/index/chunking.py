@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .ingest import Document
+from .read import Document
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .generation import LlamaEngine
+    from .llama import LlamaEngine
 
 MAGIC = b"RAGKV01\n"
 SUFFIX = ".kv"

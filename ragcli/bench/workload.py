@@ -23,11 +23,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .config import Settings
-from .errors import ModelError, RagError, UsageError
+from ..config import Settings
+from ..errors import ModelError, RagError, UsageError
 
 if TYPE_CHECKING:
-    from .generation import LlamaEngine
+    from ..llm.llama import LlamaEngine
 
 MIN_LENGTH = 64
 CACHED_SUFFIX = 32  # tokens prefilled after a restored prefix in the "cached" column
@@ -215,8 +215,8 @@ def prefill_sweep(
     progress: Callable[[str], None] | None = None,
 ) -> PrefillReport:
     """Time prefill of growing prompts: engine path, bare llama_decode, cached prefix."""
-    from .generation import LlamaEngine
-    from .models import generation_model
+    from ..llm.llama import LlamaEngine
+    from ..models import generation_model
 
     if reps < 1:
         raise UsageError("--reps must be at least 1")
@@ -475,12 +475,12 @@ def run_workload(
     alike; the "on" pass starts from an empty cache folder, so it includes
     the cost of filling it.
     """
-    from .models import generation_model
-    from .store import open_store
+    from ..models import generation_model
+    from ..stores.folder import open_store
 
     index_dir = settings.index_dir
     if docs is not None:
-        from .indexing import build_index
+        from ..index.pipeline import build_index
 
         if progress:
             progress(f"indexing {docs}")
@@ -665,7 +665,7 @@ def index_types_bench(
     queries: np.ndarray | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> list[IndexTypeRow]:
-    """Build each type at each size through :class:`ragcli.store.VectorIndex`
+    """Build each type at each size through :class:`ragcli.stores.folder.VectorIndex`
     (stage flat, then ``finalize`` trains and fills the wanted type, as a commit
     does), save it, map it back as a reader does, and time single queries.
 
@@ -676,7 +676,7 @@ def index_types_bench(
     import faiss
     import numpy as np
 
-    from .store import IndexInfo, VectorIndex
+    from ..stores.folder import IndexInfo, VectorIndex
 
     k = 10
     rows: list[IndexTypeRow] = []
@@ -771,10 +771,10 @@ def ingest_bench(
     times each, alternating; the model is loaded before either clock starts."""
     import resource
 
-    from .embedding import SentenceTransformerEmbedder
-    from .indexing import build_index
-    from .models import embedding_model
-    from .store import IndexStore
+    from ..embed.base import SentenceTransformerEmbedder
+    from ..index.pipeline import build_index
+    from ..models import embedding_model
+    from ..stores.folder import IndexStore
 
     say = progress or (lambda _msg: None)
     exclude = exclude or []
@@ -890,9 +890,9 @@ def indexed_vectors(index_dir: Path, questions: Path) -> tuple[np.ndarray, np.nd
     of what the synthetic vectors show."""
     import numpy as np
 
-    from .models import embedding_model
-    from .retrieval import query_embedder
-    from .store import IndexStore, _contents
+    from ..answer.retrieval import query_embedder
+    from ..models import embedding_model
+    from ..stores.folder import IndexStore, _contents
 
     store = IndexStore.open(index_dir)
     try:

@@ -40,20 +40,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from .chunking import Chunk
-from .errors import (
+from ..errors import (
     ConfigError,
     IndexCorruptError,
     IndexLockedError,
     IndexMismatchError,
     IndexMissingError,
 )
-from .store import _STOPWORDS, FORMAT_VERSION, FileWriter, IndexInfo, StoredChunk, _version
+from ..index.chunking import Chunk
+from .folder import _STOPWORDS, FORMAT_VERSION, FileWriter, IndexInfo, StoredChunk, _version
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from .ingest import SourceFile
+    from ..index.read import SourceFile
 
 LITE_SCHEME = "milvus-lite://"
 SERVER_SCHEME = "milvus://"

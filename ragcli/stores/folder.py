@@ -30,16 +30,16 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import __version__
-from .chunking import Chunk
-from .errors import (
+from .. import __version__
+from ..errors import (
     ConfigError,
     IndexCorruptError,
     IndexLockedError,
     IndexMismatchError,
     IndexMissingError,
 )
-from .ingest import SourceFile
+from ..index.chunking import Chunk
+from ..index.read import SourceFile
 
 if TYPE_CHECKING:
     import numpy as np
@@ -907,15 +907,15 @@ def _lock(root: Path) -> Iterator[None]:
 # -- choosing the store (`--store`) ------------------------------------------------
 
 if TYPE_CHECKING:
-    from .config import Settings
-    from .milvus_store import MilvusStore, MilvusWriter
+    from ..config import Settings
+    from .milvus import MilvusStore, MilvusWriter
 
 
 def open_store(settings: Settings) -> IndexStore | MilvusStore:
     """The index to read: the FAISS folder at ``index_dir``, or Milvus by ``store``."""
     if not settings.store:
         return IndexStore.open(settings.index_dir)
-    from .milvus_store import MilvusStore
+    from .milvus import MilvusStore
 
     return MilvusStore.open(settings.store)
 
@@ -926,6 +926,6 @@ def store_writer(
     """The writer for the same choice as :func:`open_store` (a context manager)."""
     if not settings.store:
         return IndexStore.writer(settings.index_dir, info, rebuild=rebuild)
-    from .milvus_store import milvus_writer
+    from .milvus import milvus_writer
 
     return milvus_writer(settings.store, info, rebuild=rebuild)

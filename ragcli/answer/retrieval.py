@@ -10,11 +10,11 @@ import sys
 import time
 from dataclasses import dataclass
 
-from .config import Settings
-from .embedding import Embedder, SentenceTransformerEmbedder
-from .errors import IndexMismatchError
-from .models import EmbeddingModelInfo, embedding_model
-from .store import StoredChunk, open_store
+from ..config import Settings
+from ..embed.base import Embedder, SentenceTransformerEmbedder
+from ..errors import IndexMismatchError
+from ..models import EmbeddingModelInfo, embedding_model
+from ..stores.folder import StoredChunk, open_store
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,7 @@ class SearchResult:
 def query_embedder(info: EmbeddingModelInfo) -> Embedder:
     """The torch-free numpy encoder when the model allows it (same vectors, ~0.5 s
     instead of ~8 s to start), else sentence-transformers, said once on stderr."""
-    from .fast_embedding import NumpyBertEmbedder, supports
+    from ..embed.numpy_bert import NumpyBertEmbedder, supports
 
     if supports(info):
         return NumpyBertEmbedder(info)

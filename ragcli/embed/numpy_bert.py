@@ -23,12 +23,12 @@ import struct
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .models import EmbeddingModelInfo
+from ..models import EmbeddingModelInfo
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from .embedding import Progress
+    from .base import Progress
 
 _TRANSFORMER = "sentence_transformers.models.Transformer"
 _POOLING = "sentence_transformers.models.Pooling"

@@ -1,7 +1,7 @@
 """`rag index --ray`: parse and embed on Ray Data, on this machine or a cluster.
 
 The pipeline is the single-process one spread out: files are read, parsed and
-chunked by :func:`ragcli.indexing.prepare_file` in Ray tasks (one row per
+chunked by :func:`ragcli.index.pipeline.prepare_file` in Ray tasks (one row per
 passage, plus one row per file carrying its :class:`PreparedFile`), and the
 passages are embedded by a pool of actors that each load the model once and
 run the same :class:`SentenceTransformerEmbedder`, so passages and vectors
@@ -28,14 +28,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import ConfigError, UsageError
-from .models import EmbeddingModelInfo
+from ..errors import ConfigError, UsageError
+from ..models import EmbeddingModelInfo
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from .config import Settings
-    from .indexing import PreparedFile
+    from ..config import Settings
+    from .pipeline import PreparedFile
 
 LOCAL = ("", "local")  # start a private Ray on this machine for the run
 ROWS_PER_EMBED_CALL = 64  # passages per actor call: small enough to spread over the pool
@@ -184,7 +184,7 @@ def _failure(exc: Exception) -> Exception:
     """One line for a failure inside Ray: a ragcli error raised on a worker
     (say a missing model) keeps its class and message, so its exit code;
     anything else becomes the original error's line of the remote traceback."""
-    from . import errors
+    from .. import errors
 
     seen: BaseException | None = exc
     while seen is not None:
@@ -296,8 +296,8 @@ def _no_restarts(ray: Any) -> dict[str, int]:
 def _model_info(model: dict[str, Any]) -> EmbeddingModelInfo:
     """The embedding model on this node: the driver's folder if present here,
     else the same model resolved by name (its wheel may live elsewhere)."""
-    from .errors import ModelError
-    from .models import embedding_model
+    from ..errors import ModelError
+    from ..models import embedding_model
 
     path = Path(model["path"])
     if (path / "config.json").is_file():
@@ -322,7 +322,7 @@ def _parse_batch(
     """Ray task: files in, one row per file (its PreparedFile) and one per passage out."""
     import numpy as np
 
-    from .indexing import prepare_file
+    from .pipeline import prepare_file
 
     counter = _counter(_model_info(model).path / "tokenizer.json")
     index: list[int] = []
@@ -354,7 +354,7 @@ class EmbedActor:
     """Ray actor: holds one loaded model and embeds the passage rows of each batch."""
 
     def __init__(self, model: dict[str, Any]) -> None:
-        from .embedding import SentenceTransformerEmbedder
+        from ..embed.base import SentenceTransformerEmbedder
 
         self.dim = model["dim"]
         self.embedder = SentenceTransformerEmbedder(_model_info(model))

@@ -13,7 +13,7 @@ The run has three stages:
    commits every ``commit_seconds``: a killed run keeps the files it finished.
 
 With ``ray_address`` set, stage 2 and the embedding run on Ray instead
-(:mod:`ragcli.ray_embedding`).
+(:mod:`ragcli.index.ray_data`).
 """
 
 from __future__ import annotations
@@ -27,11 +27,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..config import DEFAULT_EMBED_MODEL, Settings
+from ..embed.base import Embedder, SentenceTransformerEmbedder
+from ..errors import UsageError
+from ..models import EmbeddingModelInfo, embedding_model
+from ..stores.folder import IndexInfo, store_writer
 from .chunking import Chunk, TokenCounter, chunk_document, chunk_stream
-from .config import DEFAULT_EMBED_MODEL, Settings
-from .embedding import Embedder, SentenceTransformerEmbedder
-from .errors import UsageError
-from .ingest import (
+from .read import (
     PDF_SUFFIXES,
     STREAM_BYTES,
     SUFFIXES,
@@ -45,8 +47,6 @@ from .ingest import (
     stream_source,
     streams,
 )
-from .models import EmbeddingModelInfo, embedding_model
-from .store import IndexInfo, store_writer
 
 if TYPE_CHECKING:
     import numpy as np
@@ -179,7 +179,7 @@ def build_index(
     """Index ``paths`` into the store the settings name; returns what changed.
 
     ``include`` / ``exclude`` are globs on paths relative to each folder given
-    (see :func:`ragcli.ingest.discover`). Files that cannot be read (vanished,
+    (see :func:`ragcli.index.read.discover`). Files that cannot be read (vanished,
     unreadable, empty, encrypted, corrupt) are reported in ``skipped``; indexed
     files that are now excluded or unreadable are removed from the index.
     ``workers`` parsing processes (default: one less than the cores, at least 1);
@@ -223,7 +223,7 @@ def build_index(
 
         run = _Run(writer, report, settings, progress, len(todo), stream_bytes)
         if ray_address is not None:
-            from .ray_embedding import prepare_with_ray
+            from .ray_data import prepare_with_ray
 
             big = {p for p in todo if run.streams(p)}
             for prepared, vectors in prepare_with_ray(

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
-from .models import EmbeddingModelInfo
+from ..models import EmbeddingModelInfo
 
 if TYPE_CHECKING:
     import numpy as np

@@ -13,16 +13,16 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from .config import Settings
-from .context import focus
-from .generation import LlamaEngine, OnText, Timings
+from ..config import Settings
+from ..llm.llama import LlamaEngine, OnText, Timings
+from ..models import generation_model
+from .focus import focus
 from .grounding import support
-from .models import generation_model
 from .prompt import IDK, Prompt, chat_prompt, clean_answer, completion_prompt, is_refusal
 from .retrieval import Hit, Retriever
 
 if TYPE_CHECKING:
-    from .remote_generation import RemoteEngine
+    from ..llm.remote import RemoteEngine
 
 
 @dataclass
@@ -83,7 +83,7 @@ class Asker:
         s = self.settings
         t0 = time.perf_counter()
         if s.llm_url:  # a server has the model: nothing of llama.cpp is loaded here
-            from .remote_generation import RemoteEngine
+            from ..llm.remote import RemoteEngine
 
             remote = RemoteEngine(s.llm_url)
             self.model_load_ms = (time.perf_counter() - t0) * 1000
@@ -91,7 +91,7 @@ class Asker:
         model = generation_model(s.model, s.cache_dir)
         cache = None
         if s.use_cache:
-            from .cache import PrefixCache
+            from ..llm.kv_cache import PrefixCache
 
             cache = PrefixCache(s.cache_dir / "prefix", s.cache_max_bytes)
         engine = LlamaEngine(model, s.n_ctx, s.n_batch, s.threads, cache=cache)

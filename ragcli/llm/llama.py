@@ -3,7 +3,7 @@
 We drive ``llama_decode`` ourselves instead of ``Llama.create_completion`` so
 that we decide which tokens are evaluated: the KV cache of the longest common
 prefix is kept between questions in one process, and can be restored from
-disk (:mod:`ragcli.cache`) in a new one. Prefill, the cost that grows with
+disk (:mod:`ragcli.llm.kv_cache`) in a new one. Prefill, the cost that grows with
 prompt length, is timed on its own.
 """
 
@@ -20,12 +20,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
-from .errors import ModelError
-from .models import GenerationModel
-from .prompt import Prompt
+from ..answer.prompt import Prompt
+from ..errors import ModelError
+from ..models import GenerationModel
 
 if TYPE_CHECKING:
-    from .cache import PrefixCache
+    from .kv_cache import PrefixCache
 
 OnText = Callable[[str], None]
 CONTEXT = 1  # index of the document-text segment in Prompt.segments

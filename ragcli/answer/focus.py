@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from .grounding import strip_instructions
 
 if TYPE_CHECKING:
-    from .embedding import Embedder
+    from ..embed.base import Embedder
     from .retrieval import Hit
 
 CONTEXT_PASSAGES = 3  # passages sentences are drawn from (the best ones)
