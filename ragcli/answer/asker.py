@@ -10,11 +10,12 @@ from __future__ import annotations
 import contextlib
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING
 
 from ..config import Settings
-from ..llm.llama import LlamaEngine, OnText, Timings
+from ..llm.base import OnText, Timings
+from ..llm.llama import LlamaEngine
 from ..models import generation_model
 from .focus import focus
 from .grounding import support
@@ -23,6 +24,30 @@ from .retrieval import Hit, Retriever
 
 if TYPE_CHECKING:
     from ..llm.remote import RemoteEngine
+
+
+@dataclass
+class AnswerTimings(Timings):
+    """Where the time of one answer went: retrieval, then the engine's figures.
+
+    Values are in milliseconds rounded to 0.01, as they are written out.
+    """
+
+    embed_ms: float = 0.0
+    search_ms: float = 0.0
+    model_load_ms: float = 0.0
+    focus_ms: float = 0.0
+
+    def take(self, engine: Timings) -> None:
+        """Copy the engine's figures of one generation."""
+        for f in fields(Timings):
+            value = getattr(engine, f.name)
+            setattr(self, f.name, round(value, 2) if isinstance(value, float) else value)
+
+    def as_dict(self) -> dict[str, float | int | str]:
+        out = super().as_dict()
+        first = ("embed_ms", "search_ms", "model_load_ms", "focus_ms")
+        return {**{k: out[k] for k in first}, **{k: v for k, v in out.items() if k not in first}}
 
 
 @dataclass
@@ -36,7 +61,7 @@ class Answer:
     grounded: bool
     reason: str  # answered | no_relevant_passages | model_abstained | not_supported
     sources: list[Hit]
-    timings: dict[str, float | int | str]
+    timings: AnswerTimings
     model: str
     support: float | None = None
     prompt: str = field(default="", repr=False)
@@ -52,7 +77,7 @@ class Answer:
             "cited": self.cited,
             "reason": self.reason,
             "sources": [h.as_dict() for h in self.sources],
-            "timings": self.timings,
+            "timings": self.timings.as_dict(),
             "model": self.model,
         }
 
@@ -120,14 +145,12 @@ class Asker:
         s = self.settings
         found = self.retriever.search(question, s.top_k)
         hits = found.hits
-        timings: dict[str, float | int | str] = {
-            "embed_ms": round(found.embed_ms, 2),
-            "search_ms": round(found.search_ms, 2),
-            "model_load_ms": 0.0,
-        }
+        timings = AnswerTimings(
+            embed_ms=round(found.embed_ms, 2), search_ms=round(found.search_ms, 2)
+        )
 
         def answer(text: str, raw: str, reason: str, share: float | None = None, prompt=None):
-            timings["total_ms"] = round((time.perf_counter() - started) * 1000, 2)
+            timings.total_ms = round((time.perf_counter() - started) * 1000, 2)
             model = self.engine.model.name if self.engine_loaded else _model_name(s)
             return Answer(
                 question=question,
@@ -145,20 +168,19 @@ class Asker:
 
         t0 = time.perf_counter()
         chosen = focus(question, hits, self.retriever.embedder)
-        timings["focus_ms"] = round((time.perf_counter() - t0) * 1000, 2)
+        timings.focus_ms = round((time.perf_counter() - t0) * 1000, 2)
         if not chosen.sentences or chosen.best_similarity < s.min_score:
-            timings.update(Timings().as_dict())
             return answer(IDK, "", "no_relevant_passages")
         t_wait = time.perf_counter()
         waited = not self.engine_loaded
         prompt = self.build_prompt(question, chosen.sentences)
         if waited:  # what the question waited for the model, not the whole load
-            timings["model_load_ms"] = round((time.perf_counter() - t_wait) * 1000, 2)
+            timings.model_load_ms = round((time.perf_counter() - t_wait) * 1000, 2)
         before_generate = (time.perf_counter() - started) * 1000
         gen = self.engine.generate(prompt, s.max_tokens, on_text=on_text, use_cache=s.use_cache)
-        timings.update(gen.timings.as_dict())
+        timings.take(gen.timings)
         # Time to first token as the user feels it: from the question, retrieval included.
-        timings["ttft_ms"] = round(before_generate + gen.timings.ttft_ms, 2)
+        timings.ttft_ms = round(before_generate + gen.timings.ttft_ms, 2)
         raw = clean_answer(gen.text)
         if is_refusal(raw):
             return answer(IDK, raw, "model_abstained", prompt=prompt)

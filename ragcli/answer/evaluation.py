@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..errors import UsageError
-from .asker import Answer, Asker
+from .asker import Answer, AnswerTimings, Asker
 
 MAX_ANSWER_WORDS = 40
 
@@ -141,7 +141,17 @@ def evaluate(
     for item in items:
         if retrieval_only:
             found = asker.retriever.search(item.question)
-            answer = Answer(item.question, "", False, "", True, "not_asked", found.hits, {}, "")
+            answer = Answer(
+                question=item.question,
+                answer="",
+                answered=False,
+                raw_answer="",
+                grounded=True,
+                reason="not_asked",
+                sources=found.hits,
+                timings=AnswerTimings(),
+                model="",
+            )
         else:
             answer = asker.ask(item.question)
         t = answer.timings
@@ -155,9 +165,9 @@ def evaluate(
                 reason=answer.reason,
                 correct=is_correct(item, answer),
                 hit_rank=_hit_rank(item, answer),
-                ttft_ms=float(t["ttft_ms"]) if t.get("prompt_tokens") else None,
-                prompt_tokens=int(t.get("prompt_tokens", 0)),
-                cached_tokens=int(t.get("cached_tokens", 0)),
+                ttft_ms=t.ttft_ms if t.prompt_tokens else None,
+                prompt_tokens=t.prompt_tokens,
+                cached_tokens=t.cached_tokens,
             )
         )
         if progress:

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+
+from ..llm.base import Prompt
 
 IDK = "I don't know"
 
@@ -48,18 +49,6 @@ EXAMPLES: tuple[tuple[str, str, str], ...] = (
         "len()",
     ),
 )
-
-
-@dataclass(frozen=True)
-class Prompt:
-    """Prompt text in reuse order; ``segments`` join to the full prompt."""
-
-    segments: tuple[str, str, str]
-    stop: tuple[str, ...]
-
-    @property
-    def text(self) -> str:
-        return "".join(self.segments)
 
 
 def _one_line(text: str) -> str:

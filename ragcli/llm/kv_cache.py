@@ -25,10 +25,8 @@ import weakref
 from array import array
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from .llama import LlamaEngine
+from .base import StatefulEngine
 
 MAGIC = b"RAGKV01\n"
 SUFFIX = ".kv"
@@ -48,7 +46,7 @@ class CacheStats:
     max_bytes: int
 
 
-def engine_fingerprint(engine: LlamaEngine) -> str:
+def engine_fingerprint(engine: StatefulEngine) -> str:
     """What a saved state depends on besides its tokens."""
     import llama_cpp
 
@@ -82,11 +80,11 @@ class PrefixCache:
     def __init__(self, root: Path, max_bytes: int = 1 << 30) -> None:
         self.root = root
         self.max_bytes = max_bytes
-        self._fingerprints: weakref.WeakKeyDictionary[LlamaEngine, str] = (
+        self._fingerprints: weakref.WeakKeyDictionary[StatefulEngine, str] = (
             weakref.WeakKeyDictionary()
         )
 
-    def _fingerprint(self, engine: LlamaEngine) -> str:
+    def _fingerprint(self, engine: StatefulEngine) -> str:
         if engine not in self._fingerprints:
             self._fingerprints[engine] = engine_fingerprint(engine)
         return self._fingerprints[engine]
@@ -97,7 +95,7 @@ class PrefixCache:
 
     # -- reading ---------------------------------------------------------
     def restore(
-        self, engine: LlamaEngine, tokens: list[int], boundaries: list[int], better_than: int = 0
+        self, engine: StatefulEngine, tokens: list[int], boundaries: list[int], better_than: int = 0
     ) -> Restored | None:
         """Load the longest saved prefix ending at one of ``boundaries``.
 
@@ -148,7 +146,7 @@ class PrefixCache:
             return None
 
     # -- writing ---------------------------------------------------------
-    def save(self, engine: LlamaEngine, tokens: list[int]) -> float:
+    def save(self, engine: StatefulEngine, tokens: list[int]) -> float:
         """Save the engine's current state as the state of ``tokens``; returns ms spent.
 
         A cache that cannot be written (full disk, read-only folder) only

@@ -16,47 +16,15 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from ..answer.prompt import Prompt
 from ..errors import ModelError
 from ..models import GenerationModel
+from .base import CONTEXT, MAX_TOKENS, Generation, OnText, Prompt, StopStream, Timings
 
 if TYPE_CHECKING:
     from .kv_cache import PrefixCache
-
-OnText = Callable[[str], None]
-CONTEXT = 1  # index of the document-text segment in Prompt.segments
-
-
-@dataclass
-class Timings:
-    """Where the time of one answer went (milliseconds unless named otherwise)."""
-
-    prompt_tokens: int = 0
-    cached_tokens: int = 0
-    cache_source: str = "none"  # live (this process), disk (prefix cache) or none
-    prefill_tokens: int = 0
-    prefill_ms: float = 0.0
-    prefill_tok_s: float = 0.0
-    state_load_ms: float = 0.0
-    state_save_ms: float = 0.0
-    ttft_ms: float = 0.0
-    completion_tokens: int = 0
-    decode_ms: float = 0.0
-    decode_tok_s: float = 0.0
-    total_ms: float = 0.0
-
-    def as_dict(self) -> dict[str, float | int | str]:
-        return {k: round(v, 2) if isinstance(v, float) else v for k, v in asdict(self).items()}
-
-
-@dataclass
-class Generation:
-    text: str
-    timings: Timings
 
 
 def common_prefix(a: list[int], b: list[int]) -> int:
@@ -216,7 +184,7 @@ class LlamaEngine:
     def generate(
         self,
         prompt: Prompt,
-        max_tokens: int = 48,
+        max_tokens: int = MAX_TOKENS,
         on_text: OnText | None = None,
         use_cache: bool = True,
     ) -> Generation:
@@ -259,8 +227,7 @@ class LlamaEngine:
         t.prefill_tok_s = t.prefill_tokens / max(t.prefill_ms / 1000, 1e-9)
 
         out: list[int] = []
-        text, emitted = "", 0
-        hold = max((len(s) for s in prompt.stop), default=0)
+        stream = StopStream(prompt.stop, on_text)
         t_decode = time.perf_counter()
         for _ in range(max_tokens):
             tok = self._argmax()
@@ -269,17 +236,10 @@ class LlamaEngine:
             if self._lib.llama_vocab_is_eog(self._vocab, tok):
                 break
             out.append(tok)
-            text = self.llm.detokenize(out).decode("utf-8", "ignore")
-            cut = min((i for s in prompt.stop if (i := text.find(s)) >= 0), default=-1)
-            if cut >= 0:
-                text = text[:cut]
+            if stream.update(self.llm.detokenize(out).decode("utf-8", "ignore")):
                 break
-            if on_text and len(text) - hold > emitted:
-                on_text(text[emitted : len(text) - hold])
-                emitted = len(text) - hold
             self._decode([tok], len(self.kv_tokens))
-        if on_text and len(text) > emitted:
-            on_text(text[emitted:])
+        text = stream.finish()
         t.completion_tokens = len(out)
         t.decode_ms = (time.perf_counter() - t_decode) * 1000
         t.decode_tok_s = len(out) / max(t.decode_ms / 1000, 1e-9)

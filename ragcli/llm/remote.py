@@ -23,9 +23,8 @@ from dataclasses import dataclass
 from http.client import HTTPException, HTTPResponse
 from typing import Any
 
-from ..answer.prompt import Prompt
 from ..errors import ModelError
-from .llama import CONTEXT, Generation, OnText, Timings
+from .base import CONTEXT, MAX_TOKENS, Generation, OnText, Prompt, StopStream, Timings
 
 # Strings that tokenizers read as control tokens when a server parses special tokens
 # in the whole prompt (llama.cpp and llama-cpp-python both do): ChatML/Llama-3 style
@@ -154,7 +153,7 @@ class RemoteEngine:
     def generate(
         self,
         prompt: Prompt,
-        max_tokens: int = 48,
+        max_tokens: int = MAX_TOKENS,
         on_text: OnText | None = None,
         use_cache: bool = True,
     ) -> Generation:
@@ -180,12 +179,10 @@ class RemoteEngine:
             "seed": 0,
             "cache_prompt": use_cache,  # llama-server: reuse the slot's KV prefix
         }
-        text, emitted, pieces = "", 0, 0
-        hold = max((len(s) for s in prompt.stop), default=0)
+        stream, pieces = StopStream(prompt.stop, on_text), 0
         usage: dict[str, Any] | None = None
         timings: dict[str, Any] | None = None
         t_first: float | None = None
-        stopped = False
         with self._open("/completions", body, self.read_timeout) as resp:
             try:
                 for data in _sse_events(resp):
@@ -200,28 +197,21 @@ class RemoteEngine:
                     timings = event.get("timings") or timings
                     choices = event.get("choices") or []
                     piece = (choices[0].get("text") or "") if choices else ""
-                    if not piece or stopped:
+                    if not piece or stream.stopped:
                         continue
                     if t_first is None:
                         t_first = time.perf_counter()
                     pieces += 1
-                    text += piece
                     # Servers apply the stop sequences themselves; cut here too, for
                     # one that lets a stop string through.
-                    cut = min((i for s in prompt.stop if (i := text.find(s)) >= 0), default=-1)
-                    if cut >= 0:
-                        text, stopped = text[:cut], True
-                    elif on_text and len(text) - hold > emitted:
-                        on_text(text[emitted : len(text) - hold])
-                        emitted = len(text) - hold
+                    stream.update(stream.text + piece)
             except TimeoutError:
                 raise ModelError(
                     f"LLM server {self.url} stopped sending for {self.read_timeout:.0f} s"
                 ) from None
             except (ValueError, OSError, HTTPException) as exc:
                 raise ModelError(f"LLM server {self.url} sent a broken stream: {exc}") from None
-        if on_text and len(text) > emitted:
-            on_text(text[emitted:])
+        text = stream.finish()
         ended = time.perf_counter()
         t.ttft_ms = ((t_first or ended) - started) * 1000
         t.total_ms = (ended - started) * 1000
