@@ -4,8 +4,9 @@ from pathlib import Path
 import pytest
 
 from ragcli.index.chunking import TokenCounter, chunk_document
-from ragcli.index.read import Document, read_document
+from ragcli.index.read import read_document
 from ragcli.models import embedding_model
+from ragcli.records import Document
 
 CORPORA = Path(__file__).resolve().parent.parent / "corpora"
 

@@ -15,9 +15,10 @@ import pytest
 
 from ragcli.bench.workload import clustered_vectors
 from ragcli.errors import ConfigError
-from ragcli.index.chunking import Chunk
-from ragcli.index.read import SourceFile
-from ragcli.stores.folder import AUTO, IndexInfo, IndexStore, VectorIndex, check_index_type
+from ragcli.records import Chunk, SourceFile
+from ragcli.stores.base import IndexInfo
+from ragcli.stores.faiss_index import AUTO, VectorIndex, check_index_type
+from ragcli.stores.folder import IndexStore
 
 from .conftest import rag
 

@@ -16,7 +16,8 @@ from ragcli.config import load_settings
 from ragcli.errors import IndexMismatchError
 from ragcli.index.pipeline import build_index
 from ragcli.index.read import discover, read_document
-from ragcli.stores.folder import FORMAT_VERSION, IndexStore
+from ragcli.stores.base import FORMAT_VERSION
+from ragcli.stores.folder import IndexStore
 
 
 def make_pdf(pages: list[list[str]]) -> bytes:

@@ -17,7 +17,7 @@ from ragcli.answer.retrieval import Retriever
 from ragcli.config import load_settings
 from ragcli.errors import ConfigError, IndexLockedError, IndexMismatchError, IndexMissingError
 from ragcli.index.pipeline import build_index
-from ragcli.stores.folder import open_store
+from ragcli.stores.url import open_store
 
 from .conftest import CORPORA, ROOT
 
@@ -269,7 +269,7 @@ def test_store_from_environment(tmp_path, monkeypatch):
 _HOLD = """
 import sys
 from ragcli.config import load_settings
-from ragcli.stores.folder import open_store
+from ragcli.stores.url import open_store
 store = open_store(load_settings({"store": sys.argv[1]}))
 print("open", flush=True)
 sys.stdin.read()
@@ -325,7 +325,7 @@ def test_faiss_path_does_not_import_pymilvus(corpus_index):
         """
         import sys
         from ragcli.config import load_settings
-        from ragcli.stores.folder import open_store
+        from ragcli.stores.url import open_store
         open_store(load_settings({"index_dir": sys.argv[1]})).close()
         assert "pymilvus" not in sys.modules and "milvus_lite" not in sys.modules
         """
@@ -362,7 +362,8 @@ def milvus_server(tmp_path):
 _HOLD_WRITER = """
 import sys
 from ragcli.config import load_settings
-from ragcli.stores.folder import IndexInfo, store_writer
+from ragcli.stores.base import IndexInfo
+from ragcli.stores.url import store_writer
 info = IndexInfo.for_build("sentence-transformers/all-MiniLM-L6-v2", 384, 200, 40)
 with store_writer(load_settings({"store": sys.argv[1]}), info) as writer:
     print("writing", flush=True)

@@ -17,10 +17,11 @@ from ..config import Settings
 from ..llm.base import OnText, Timings
 from ..llm.llama import LlamaEngine
 from ..models import generation_model
+from ..records import Hit
 from .focus import focus
 from .grounding import support
 from .prompt import IDK, Prompt, chat_prompt, clean_answer, completion_prompt, is_refusal
-from .retrieval import Hit, Retriever
+from .retrieval import Retriever
 
 if TYPE_CHECKING:
     from ..llm.remote import RemoteEngine

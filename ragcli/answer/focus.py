@@ -16,7 +16,7 @@ from .grounding import strip_instructions
 
 if TYPE_CHECKING:
     from ..embed.base import Embedder
-    from .retrieval import Hit
+    from ..records import Hit
 
 CONTEXT_PASSAGES = 3  # passages sentences are drawn from (the best ones)
 SENTENCES = 4  # sentences kept, each with WINDOW neighbours either side

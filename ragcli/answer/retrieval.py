@@ -14,47 +14,8 @@ from ..config import Settings
 from ..embed.base import Embedder, SentenceTransformerEmbedder
 from ..errors import IndexMismatchError
 from ..models import EmbeddingModelInfo, embedding_model
-from ..stores.folder import StoredChunk, open_store
-
-
-@dataclass(frozen=True)
-class Hit:
-    """A retrieved passage: its rank, its ranking score under the retriever used
-    (cosine, BM25 or fused), and its cosine similarity to the question, which
-    the "I don't know" threshold uses whatever the retriever."""
-
-    chunk: StoredChunk
-    score: float
-    rank: int
-    similarity: float
-
-    @property
-    def location(self) -> str:
-        """Where to look: ``path:page N`` for paged documents, else ``path:start-end``."""
-        c = self.chunk
-        where = f"page {c.page}" if c.page else f"{c.start_line}-{c.end_line}"
-        return f"{c.path}:{where}"
-
-    @property
-    def citation(self) -> str:
-        """The location and, when the document has headings, the section it is in."""
-        heading = self.chunk.heading
-        return f"{self.location} — {heading}" if heading else self.location
-
-    def as_dict(self) -> dict[str, str | int | float | None]:
-        c = self.chunk
-        return {
-            "rank": self.rank,
-            "path": c.path,
-            "start_line": c.start_line,
-            "end_line": c.end_line,
-            "page": c.page,
-            "heading": c.heading,
-            "score": round(self.score, 4),
-            "similarity": round(self.similarity, 4),
-            "text": c.text,
-        }
-
+from ..records import Hit
+from ..stores.url import open_store
 
 RETRIEVERS = ("dense", "bm25", "hybrid")
 RRF_K = 60  # reciprocal-rank fusion constant (Cormack et al.); ranks matter, not raw scores

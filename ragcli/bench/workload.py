@@ -476,7 +476,7 @@ def run_workload(
     the cost of filling it.
     """
     from ..models import generation_model
-    from ..stores.folder import open_store
+    from ..stores.url import open_store
 
     index_dir = settings.index_dir
     if docs is not None:
@@ -676,7 +676,8 @@ def index_types_bench(
     import faiss
     import numpy as np
 
-    from ..stores.folder import IndexInfo, VectorIndex
+    from ..stores.base import IndexInfo
+    from ..stores.faiss_index import VectorIndex
 
     k = 10
     rows: list[IndexTypeRow] = []
@@ -892,11 +893,11 @@ def indexed_vectors(index_dir: Path, questions: Path) -> tuple[np.ndarray, np.nd
 
     from ..answer.retrieval import query_embedder
     from ..models import embedding_model
-    from ..stores.folder import IndexStore, _contents
+    from ..stores.folder import IndexStore
 
     store = IndexStore.open(index_dir)
     try:
-        vecs = np.ascontiguousarray(_contents(store.vectors._index)[1], dtype=np.float32)
+        vecs = np.ascontiguousarray(store.vectors.contents()[1], dtype=np.float32)
         model = embedding_model(store.info.embed_model)
     finally:
         store.close()

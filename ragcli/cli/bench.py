@@ -254,7 +254,7 @@ def index_types_command(
     from dataclasses import asdict
 
     from ..bench.workload import index_types_bench
-    from ..stores.folder import check_index_type
+    from ..stores.faiss_index import check_index_type
 
     types = index_type or ["Flat", "auto"]
     for t in types:

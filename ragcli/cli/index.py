@@ -141,7 +141,7 @@ def _check_index_type(s) -> None:
         return
     from ..config import DEFAULT_EMBED_MODEL
     from ..models import embedding_model
-    from ..stores.folder import check_index_type
+    from ..stores.faiss_index import check_index_type
 
     check_index_type(s.index_type, embedding_model(s.embed_model or DEFAULT_EMBED_MODEL).dim)
 

@@ -13,22 +13,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .read import Document
-
-
-@dataclass(frozen=True)
-class Chunk:
-    """One passage and where it came from (1-based, inclusive source lines)."""
-
-    path: str
-    ordinal: int
-    start_line: int
-    end_line: int
-    text: str
-    n_tokens: int
-    page: int | None = None  # PDF page of the first line; None for other formats
-    heading: str = ""  # the headings the passage sits under, outermost first
-
+from ..records import Chunk, Document
 
 HEADING_SEP = " › "
 

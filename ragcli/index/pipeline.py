@@ -18,7 +18,6 @@ With ``ray_address`` set, stage 2 and the embedding run on Ray instead
 
 from __future__ import annotations
 
-import functools
 import os
 import time
 from collections import deque
@@ -31,18 +30,18 @@ from ..config import DEFAULT_EMBED_MODEL, Settings
 from ..embed.base import Embedder, SentenceTransformerEmbedder
 from ..errors import UsageError
 from ..models import EmbeddingModelInfo, embedding_model
-from ..stores.folder import IndexInfo, store_writer
-from .chunking import Chunk, TokenCounter, chunk_document, chunk_stream
+from ..records import Chunk
+from ..stores.base import IndexInfo
+from ..stores.url import store_writer
+from .chunking import TokenCounter, chunk_stream
+from .prepare import PreparedFile, prepare_file, token_counter
+from .ray_data import prepare_with_ray
 from .read import (
-    PDF_SUFFIXES,
     STREAM_BYTES,
     SUFFIXES,
-    SourceFile,
     discover,
     fingerprint,
-    read_document,
     read_error,
-    read_source,
     stream_document,
     stream_source,
     streams,
@@ -81,46 +80,6 @@ class IndexReport:
     warnings: list[dict[str, str]] = field(default_factory=list)
 
 
-@dataclass
-class PreparedFile:
-    """One file read, parsed and cut into passages, ready to embed.
-
-    ``skipped`` holds the reason when the file cannot be indexed; then
-    ``source`` may be None and ``chunks`` is empty.
-    """
-
-    path: Path
-    source: SourceFile | None
-    chunks: list[Chunk]
-    warnings: list[str] = field(default_factory=list)
-    skipped: str | None = None
-
-
-def prepare_file(
-    path: Path, counter: TokenCounter, chunk_tokens: int, chunk_overlap: int
-) -> PreparedFile:
-    """Read, hash, parse and chunk one file (no store access: runs in workers)."""
-    try:
-        source, data = read_source(path)
-        doc = read_document(path, data)
-    except OSError as exc:
-        return PreparedFile(path, None, [], skipped=read_error(exc))
-    except ValueError as exc:
-        return PreparedFile(path, None, [], skipped=str(exc))
-    chunks = chunk_document(doc, counter, chunk_tokens, chunk_overlap)
-    if not chunks:
-        pdf = path.suffix.lower() in PDF_SUFFIXES
-        why = "no extractable text (a scanned PDF needs OCR)" if pdf else "no text"
-        return PreparedFile(path, source, [], doc.warnings, skipped=why)
-    return PreparedFile(path, source, chunks, doc.warnings)
-
-
-@functools.lru_cache(maxsize=4)
-def _counter(tokenizer_json: Path) -> TokenCounter:
-    """One tokenizer per process (a worker loads it once, not once per file)."""
-    return TokenCounter(tokenizer_json)
-
-
 def _worker_init(parent: int) -> None:
     """Die with the indexing process: a `kill -9` of `rag index` must not leave
     parsers running (they would also hold its stdout and stderr open)."""
@@ -139,7 +98,7 @@ def _worker_init(parent: int) -> None:
 def _prepare_in_worker(
     path: Path, tokenizer_json: Path, chunk_tokens: int, chunk_overlap: int
 ) -> PreparedFile:
-    return prepare_file(path, _counter(tokenizer_json), chunk_tokens, chunk_overlap)
+    return prepare_file(path, token_counter(tokenizer_json), chunk_tokens, chunk_overlap)
 
 
 def _under(path: str, roots: list[Path]) -> bool:
@@ -223,8 +182,6 @@ def build_index(
 
         run = _Run(writer, report, settings, progress, len(todo), stream_bytes)
         if ray_address is not None:
-            from .ray_data import prepare_with_ray
-
             big = {p for p in todo if run.streams(p)}
             for prepared, vectors in prepare_with_ray(
                 [p for p in todo if p not in big], settings, model, ray_address
@@ -376,11 +333,11 @@ def _prepared(
     small = [p for p in todo if p not in big]
     for path in todo:
         if path in big:
-            _index_streamed(path, _counter(tokenizer), settings, run, embedder)
+            _index_streamed(path, token_counter(tokenizer), settings, run, embedder)
     n_workers = workers if workers is not None else max(1, (os.cpu_count() or 2) - 1)
     if len(small) < POOL_MIN_FILES or n_workers < 1:
         for path in small:
-            yield prepare_file(path, _counter(tokenizer), *size)
+            yield prepare_file(path, token_counter(tokenizer), *size)
         return
     yield from _parallel(small, tokenizer, size, n_workers)
 

@@ -17,7 +17,6 @@ Ray is an optional extra (``pip install 'ragcli[ray]'``); it is imported only he
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 import re
@@ -30,12 +29,12 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, UsageError
 from ..models import EmbeddingModelInfo
+from .prepare import PreparedFile, prepare_file, token_counter
 
 if TYPE_CHECKING:
     import numpy as np
 
     from ..config import Settings
-    from .pipeline import PreparedFile
 
 LOCAL = ("", "local")  # start a private Ray on this machine for the run
 ROWS_PER_EMBED_CALL = 64  # passages per actor call: small enough to spread over the pool
@@ -308,23 +307,13 @@ def _model_info(model: dict[str, Any]) -> EmbeddingModelInfo:
     return info
 
 
-@functools.lru_cache(maxsize=4)
-def _counter(tokenizer_json: Path):
-    """One tokenizer per worker process, kept across tasks."""
-    from .chunking import TokenCounter
-
-    return TokenCounter(tokenizer_json)
-
-
 def _parse_batch(
     batch: dict[str, np.ndarray], model: dict[str, Any], chunk_tokens: int, chunk_overlap: int
 ) -> dict[str, np.ndarray]:
     """Ray task: files in, one row per file (its PreparedFile) and one per passage out."""
     import numpy as np
 
-    from .pipeline import prepare_file
-
-    counter = _counter(_model_info(model).path / "tokenizer.json")
+    counter = token_counter(_model_info(model).path / "tokenizer.json")
     index: list[int] = []
     position: list[int] = []
     text: list[str] = []

@@ -18,11 +18,12 @@ import os
 import re
 import stat
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
 
 from ..errors import UsageError
+from ..records import Document, SourceFile
 
 TEXT_SUFFIXES = frozenset({".txt", ".md", ".markdown", ".rst"})
 HTML_SUFFIXES = frozenset({".html", ".htm"})
@@ -30,29 +31,6 @@ PDF_SUFFIXES = frozenset({".pdf"})
 DOCX_SUFFIXES = frozenset({".docx"})
 SUFFIXES = TEXT_SUFFIXES | HTML_SUFFIXES | PDF_SUFFIXES | DOCX_SUFFIXES
 IGNORE_FILES = (".gitignore", ".ragignore")  # later files' rules win over earlier ones
-
-
-@dataclass(frozen=True)
-class SourceFile:
-    """A file found on disk, identified by its resolved path and content hash."""
-
-    path: Path
-    sha256: str
-    size: int
-    mtime_ns: int = 0  # when it was read; 0 if unknown
-
-
-@dataclass
-class Document:
-    """Visible text of one file; ``line_map[i]`` is the source line of text line i."""
-
-    path: Path
-    text: str
-    line_map: list[int]
-    warnings: list[str] = field(default_factory=list)
-    pages: list[int] | None = None  # PDF only: ``pages[i]`` is the page of text line i
-    # (text line index, level 1-6, title) of each heading, in order
-    headings: list[tuple[int, int, str]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

@@ -30,16 +30,14 @@ import fcntl
 import json
 import logging
 import os
-import re
 import socket
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
+from ..config import StoreURL, parse_store
 from ..errors import (
     ConfigError,
     IndexCorruptError,
@@ -47,70 +45,19 @@ from ..errors import (
     IndexMismatchError,
     IndexMissingError,
 )
-from ..index.chunking import Chunk
-from .folder import _STOPWORDS, FORMAT_VERSION, FileWriter, IndexInfo, StoredChunk, _version
+from ..records import Chunk, StoredChunk
+from .base import STOPWORDS, FileWriter, IndexInfo, check_format, lexical_terms, package_version
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from ..index.read import SourceFile
+    from ..records import SourceFile
 
-LITE_SCHEME = "milvus-lite://"
-SERVER_SCHEME = "milvus://"
-DEFAULT_COLLECTION = "ragcli"
-DEFAULT_PORT = 19530
 EXTRA_HINT = "pip install 'ragcli[milvus]'"
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,200}")
 _BATCH = 500  # rows per insert call, well under gRPC's message limit
 _PATHS_PER_FILTER = 100  # paths per `path in [...]` expression
 _STALE_LOCK_S = 3600.0  # a writer lock from another host this old is ignored
 _MAX_LIMIT = 16384  # Milvus's cap on a search's limit
-
-
-@dataclass(frozen=True)
-class StoreURL:
-    """A parsed ``--store`` value."""
-
-    url: str
-    collection: str
-    lite_path: Path | None = None  # Milvus Lite: the .db path (a folder it creates)
-    host: str = ""
-    port: int = DEFAULT_PORT
-
-    @property
-    def meta(self) -> str:
-        return f"{self.collection}_meta"
-
-
-def parse_store(url: str) -> StoreURL:
-    """Check a ``--store`` value at settings load, so a typo fails before any work."""
-    if url.startswith(LITE_SCHEME):
-        raw = url[len(LITE_SCHEME) :]
-        if not raw.endswith(".db") or raw in (".db", "/.db"):
-            raise ConfigError(
-                f"store {url!r}: Milvus Lite needs a path ending in .db, "
-                "e.g. milvus-lite://.rag-milvus.db"
-            )
-        return StoreURL(url, DEFAULT_COLLECTION, lite_path=Path(os.path.expanduser(raw)))
-    if url.startswith(SERVER_SCHEME):
-        try:
-            parts = urlsplit("http://" + url[len(SERVER_SCHEME) :])
-            port = parts.port or DEFAULT_PORT
-        except ValueError:
-            parts, port = None, 0
-        name = parts.path.strip("/") if parts else ""
-        if parts is None or not parts.hostname or parts.query or parts.fragment:
-            raise ConfigError(f"store {url!r} must look like milvus://HOST:PORT/COLLECTION")
-        if name and not _NAME.fullmatch(name):
-            raise ConfigError(
-                f"store {url!r}: a Milvus collection name is letters, digits and _, "
-                "not starting with a digit"
-            )
-        return StoreURL(url, name or DEFAULT_COLLECTION, host=parts.hostname, port=port)
-    raise ConfigError(
-        f"setting store must be empty (the FAISS index folder), milvus-lite://PATH.db or "
-        f"milvus://HOST:PORT/COLLECTION, not {url!r}"
-    )
 
 
 # -- connecting ------------------------------------------------------------------
@@ -252,11 +199,7 @@ def _info_from(state: dict, url: str) -> IndexInfo:
             f"index {url} has unreadable metadata ({exc}); rebuild it with "
             f"`rag index --rebuild --store {url} PATH`"
         ) from None
-    if info.format_version != FORMAT_VERSION:
-        raise IndexMismatchError(
-            f"index {url} has format {info.format_version}, this ragcli reads {FORMAT_VERSION}; "
-            f"rebuild it with `rag index --rebuild --store {url} PATH`"
-        )
+    check_format(info, url, f"rebuild it with `rag index --rebuild --store {url} PATH`")
     return info
 
 
@@ -343,7 +286,7 @@ class MilvusStore:
                 )
                 self._noted = True
             return []
-        terms = [t for t in re.findall(r"\w+", query.lower()) if t not in _STOPWORDS]
+        terms = lexical_terms(query)
         if not terms:
             return []
         res = self._client.search(
@@ -401,7 +344,7 @@ def _create_collections(client, target: StoreURL, dim: int) -> bool:
         s.add_field("path", DataType.VARCHAR, max_length=65535)
         # No stemming: Milvus Lite's analyzer has none, and a server should score alike.
         analyzer = {"tokenizer": "standard", "filter": ["lowercase"]}
-        analyzer["filter"].append({"type": "stop", "stop_words": sorted(_STOPWORDS)})
+        analyzer["filter"].append({"type": "stop", "stop_words": sorted(STOPWORDS)})
         s.add_field(
             "text",
             DataType.VARCHAR,
@@ -613,7 +556,10 @@ class MilvusWriter(FileWriter):
             "next_id": self._next_id,
             "bm25": self._bm25,
             "info": dataclasses.asdict(self.info),
-            "backend": {"pymilvus": _version("pymilvus"), "milvus-lite": _version("milvus-lite")},
+            "backend": {
+                "pymilvus": package_version("pymilvus"),
+                "milvus-lite": package_version("milvus-lite"),
+            },
         }
         self._client.upsert(self.target.meta, [_meta_row("state", "state", 0, "", state)])
         _take_lock(self._client, self.target)  # renewed, so a long run keeps it
