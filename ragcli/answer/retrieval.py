@@ -6,7 +6,7 @@ never mix vectors from two models; asking for another model is an error.
 
 from __future__ import annotations
 
-import sys
+import logging
 import time
 from dataclasses import dataclass
 
@@ -39,16 +39,17 @@ class SearchResult:
     search_ms: float
 
 
+log = logging.getLogger(__name__)
+
+
 def query_embedder(info: EmbeddingModelInfo) -> Embedder:
     """The torch-free numpy encoder when the model allows it (same vectors, ~0.5 s
-    instead of ~8 s to start), else sentence-transformers, said once on stderr."""
+    instead of ~8 s to start), else sentence-transformers, noted once in the log."""
     from ..embed.numpy_bert import NumpyBertEmbedder, supports
 
     if supports(info):
         return NumpyBertEmbedder(info)
-    sys.stderr.write(
-        f"rag: note: {info.name} cannot run without torch; loading sentence-transformers\n"
-    )
+    log.info("%s cannot run without torch; loading sentence-transformers", info.name)
     return SentenceTransformerEmbedder(info)
 
 

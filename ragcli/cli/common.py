@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import os
 import sys
 from collections.abc import Callable
@@ -14,6 +15,7 @@ import typer
 
 from ..config import Settings, load_settings
 from ..errors import ExitCode, RagError
+from ..log import LOGGER, debugging
 
 IndexOpt = Annotated[
     Path | None,
@@ -80,7 +82,26 @@ def settings(**flags: Any) -> Settings:
 
 
 def debug_enabled() -> bool:
-    return bool(os.environ.get("RAG_DEBUG"))
+    return debugging()
+
+
+class _NoteHandler(logging.Handler):
+    """The library's log records as ``rag: note: ...`` lines on the current stderr."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        sys.stderr.write(f"rag: note: {record.getMessage()}\n")
+
+
+_notes = _NoteHandler()
+
+
+def show_notes(debug: bool = False) -> None:
+    """Show the library's notes on stderr; ``debug`` also keeps native libraries' logs."""
+    logger = logging.getLogger(LOGGER)
+    logger.setLevel(logging.DEBUG if debug else logging.INFO)
+    logger.propagate = False
+    if _notes not in logger.handlers:
+        logger.addHandler(_notes)
 
 
 def fail(message: str, code: int) -> typer.Exit:

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, UsageError
+from ..log import debugging
 from ..models import EmbeddingModelInfo
 from .prepare import PreparedFile, prepare_file, token_counter
 
@@ -173,8 +174,8 @@ def _quiet_data(ray: Any) -> None:
     ctx.enable_progress_bars = False
     ctx.print_on_execution_start = False
     # Failures reach the caller as one exception; Ray's own error logs repeat
-    # them with internal tracebacks (kept with RAG_DEBUG).
-    level = logging.ERROR if os.environ.get("RAG_DEBUG") else logging.CRITICAL
+    # them with internal tracebacks (kept with debug logging).
+    level = logging.ERROR if debugging() else logging.CRITICAL
     for name in ("ray", "ray.data"):
         logging.getLogger(name).setLevel(level)
 

@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from ..errors import ModelError
+from ..log import debugging
 from ..models import GenerationModel
 from .base import CONTEXT, MAX_TOKENS, Generation, OnText, Prompt, StopStream, Timings
 
@@ -69,8 +70,8 @@ class LlamaEngine:
         except (ValueError, RuntimeError) as exc:
             raise ModelError(f"cannot load model {model.path}: {exc}") from None
         # llama.cpp reports warnings at a level llama-cpp-python maps to ERROR;
-        # they are not ours to show. RAG_DEBUG=1 keeps them.
-        if not os.environ.get("RAG_DEBUG"):
+        # they are not ours to show. Debug logging keeps them.
+        if not debugging():
             logging.getLogger("llama-cpp-python").setLevel(logging.CRITICAL + 1)
         self.ctx = self.llm.ctx
         self.n_ctx = llama_cpp.llama_n_ctx(self.ctx)
@@ -259,7 +260,7 @@ def _quiet_native_logs() -> Iterator[None]:
 
     Load failures still surface, as the exception llama-cpp-python raises.
     """
-    if os.environ.get("RAG_DEBUG"):
+    if debugging():
         yield
         return
     sys.stderr.flush()

@@ -31,7 +31,6 @@ import json
 import logging
 import os
 import socket
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -54,6 +53,7 @@ if TYPE_CHECKING:
     from ..records import SourceFile
 
 EXTRA_HINT = "pip install 'ragcli[milvus]'"
+log = logging.getLogger(__name__)
 _BATCH = 500  # rows per insert call, well under gRPC's message limit
 _PATHS_PER_FILTER = 100  # paths per `path in [...]` expression
 _STALE_LOCK_S = 3600.0  # a writer lock from another host this old is ignored
@@ -280,9 +280,10 @@ class MilvusStore:
         """BM25 through Milvus's full-text search: (chunk id, score), best first."""
         if not self._bm25:
             if not self._noted:
-                sys.stderr.write(
-                    f"rag: note: {self.target.url} has no BM25 full-text search (Milvus >= 2.5 "
-                    "has it); retrieving with dense vectors only\n"
+                log.info(
+                    "%s has no BM25 full-text search (Milvus >= 2.5 has it); "
+                    "retrieving with dense vectors only",
+                    self.target.url,
                 )
                 self._noted = True
             return []
