@@ -200,6 +200,12 @@ class Asker:
         )
         return result
 
+    def __enter__(self) -> Asker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def close(self) -> None:
         if self._engine_future is not None:
             with contextlib.suppress(Exception):  # a failed load has nothing to close

@@ -108,5 +108,11 @@ class Retriever:
         t2 = time.perf_counter()
         return SearchResult(query, hits, (t1 - t0) * 1000, (t2 - t1) * 1000)
 
+    def __enter__(self) -> Retriever:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def close(self) -> None:
         self.store.close()
