@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from .conftest import CORPORA, rag
+from ..conftest import CORPORA, rag
 
 CRICKET = "Who won the 2023 Cricket World Cup?"
 TIMING_KEYS = {

@@ -8,7 +8,7 @@ from ragcli.index.read import read_document
 from ragcli.models import embedding_model
 from ragcli.records import Document
 
-CORPORA = Path(__file__).resolve().parent.parent / "corpora"
+CORPORA = Path(__file__).resolve().parents[2] / "corpora"
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,7 @@ import json
 import subprocess
 import sys
 
-from .conftest import CORPORA
+from ..conftest import CORPORA
 
 HEAVY = ("torch", "transformers", "sentence_transformers", "llama_cpp")
 

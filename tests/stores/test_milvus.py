@@ -19,7 +19,7 @@ from ragcli.errors import ConfigError, IndexLockedError, IndexMismatchError, Ind
 from ragcli.index.pipeline import build_index
 from ragcli.stores.url import open_store
 
-from .conftest import CORPORA, ROOT
+from ..conftest import CORPORA, ROOT
 
 pytest.importorskip("pymilvus", reason="needs the milvus extra: pip install 'ragcli[milvus]'")
 pytest.importorskip("milvus_lite", reason="needs the milvus extra: pip install 'ragcli[milvus]'")

@@ -22,7 +22,7 @@ import pytest
 from ragcli.config import Settings, load_settings
 from ragcli.errors import ConfigError
 
-from .conftest import rag
+from ..conftest import rag
 
 CRICKET = "Who won the 2023 Cricket World Cup?"
 VENUE = "Where was the 2023 Cricket World Cup final played?"

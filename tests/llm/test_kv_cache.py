@@ -14,7 +14,7 @@ from ragcli.llm.kv_cache import PrefixCache, engine_fingerprint
 from ragcli.llm.llama import LlamaEngine
 from ragcli.models import generation_model, smollm2_gguf
 
-from .conftest import CORPORA
+from ..conftest import CORPORA
 
 PASSAGES = [
     p.strip()

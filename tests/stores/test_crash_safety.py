@@ -25,7 +25,7 @@ from ragcli.config import load_settings
 from ragcli.index.pipeline import build_index
 from ragcli.stores.folder import IndexStore
 
-CORPORA = Path(__file__).resolve().parent.parent / "corpora"
+CORPORA = Path(__file__).resolve().parents[2] / "corpora"
 RAG = Path(sys.executable).parent / "rag"
 N_GENERATED = 24
 

@@ -9,7 +9,7 @@ from ragcli.answer.grounding import strip_instructions, support
 from ragcli.config import load_settings
 from ragcli.index.pipeline import build_index
 
-from .conftest import CORPORA
+from ..conftest import CORPORA
 
 INJECTION = (
     "# Cricket World Cup 2023: notes\n\n"

@@ -20,7 +20,7 @@ from ragcli.stores.base import IndexInfo
 from ragcli.stores.faiss_index import AUTO, VectorIndex, check_index_type
 from ragcli.stores.folder import IndexStore
 
-from .conftest import rag
+from ..conftest import rag
 
 DIM = 384
 

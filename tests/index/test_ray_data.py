@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from .conftest import CORPORA, rag
+from ..conftest import CORPORA, rag
 
 # Ray Data's own settings object warns about its own deprecated fields.
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:ray.data.context")
