@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 from .errors import ConfigError
 
 DEFAULT_EMBED_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+RETRIEVERS = ("dense", "bm25", "hybrid")  # see docs/BENCHMARKS.md
 
 
 def _default_cache_dir() -> Path:
@@ -70,9 +71,9 @@ class Settings:
                 raise ConfigError(f"setting {name} must be positive, got {getattr(self, name)}")
         if not 0 <= self.chunk_overlap < self.chunk_tokens:
             raise ConfigError("setting chunk_overlap must be >= 0 and smaller than chunk_tokens")
-        if self.retriever not in ("dense", "bm25", "hybrid"):
+        if self.retriever not in RETRIEVERS:
             raise ConfigError(
-                f"setting retriever must be dense, bm25 or hybrid, not {self.retriever!r}"
+                f"setting retriever must be {one_of(RETRIEVERS)}, not {self.retriever!r}"
             )
         if self.commit_seconds < 0:
             raise ConfigError("setting commit_seconds must be >= 0")
@@ -111,6 +112,17 @@ _ENV = {
     "RAG_LLM_URL": "llm_url",
     "RAG_STORE": "store",
 }
+
+
+def one_of(names: tuple[str, ...]) -> str:
+    """'a, b or c'."""
+    return ", ".join(names[:-1]) + " or " + names[-1]
+
+
+def default(name: str) -> Any:
+    """The default of one setting (help texts show it from here)."""
+    f = _FIELDS[name]
+    return f.default if f.default is not dataclasses.MISSING else f.default_factory()
 
 
 def _check_url(url: str) -> None:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from ..config import Settings
 from ..llm.base import OnText, Timings
 from ..llm.llama import LlamaEngine
-from ..models import generation_model
+from ..models import DEFAULT_GGUF_NAME, generation_model
 from ..records import Hit
 from .focus import focus
 from .grounding import support
@@ -86,7 +86,7 @@ class Answer:
 def _model_name(s: Settings) -> str:
     if s.llm_url:
         return s.llm_url
-    return s.model.name if s.model else "gemma-3-270m-q4_k_m.gguf"
+    return s.model.name if s.model else DEFAULT_GGUF_NAME
 
 
 class Asker:

@@ -17,7 +17,6 @@ from ..models import EmbeddingModelInfo, embedding_model
 from ..records import Hit
 from ..stores.url import open_store
 
-RETRIEVERS = ("dense", "bm25", "hybrid")
 RRF_K = 60  # reciprocal-rank fusion constant (Cormack et al.); ranks matter, not raw scores
 CANDIDATES = 30  # per retriever, before fusion
 

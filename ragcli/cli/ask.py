@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from ..config import default
 from ..errors import ExitCode
 from .common import (
     IndexOpt,
@@ -19,12 +20,12 @@ from .common import (
     RetrieverOpt,
     StoreOpt,
     TopKOpt,
+    answer_settings,
     display_path,
     handle_errors,
     print_json,
     print_profile,
     process_age_ms,
-    settings,
 )
 
 if TYPE_CHECKING:
@@ -47,7 +48,11 @@ def ask_command(
     llm_url: LlmUrlOpt = None,
     max_tokens: Annotated[
         int | None,
-        typer.Option(min=1, help="Answer length limit (default: 48).", show_default=False),
+        typer.Option(
+            min=1,
+            help=f"Answer length limit (default: {default('max_tokens')}).",
+            show_default=False,
+        ),
     ] = None,
     no_cache: NoCacheOpt = False,
     json_out: JsonOpt = False,
@@ -57,15 +62,8 @@ def ask_command(
     started_ms = process_age_ms() if profile else None
     from ..answer.asker import Asker
 
-    s = settings(
-        index_dir=index,
-        store=store,
-        model=model,
-        top_k=top_k,
-        retriever=retriever,
-        max_tokens=max_tokens,
-        use_cache=False if no_cache else None,
-        llm_url=llm_url,
+    s = answer_settings(
+        index, store, model, top_k, retriever, no_cache, llm_url, max_tokens=max_tokens
     )
     t0 = time.perf_counter()
     asker = Asker(s)

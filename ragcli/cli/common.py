@@ -13,14 +13,16 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from ..config import Settings, load_settings
+from ..config import RETRIEVERS, Settings, default, load_settings, one_of
 from ..errors import ExitCode, RagError
 from ..log import LOGGER, debugging
 
 IndexOpt = Annotated[
     Path | None,
     typer.Option(
-        "--index", help="Index folder (default: .rag; env RAG_INDEX).", show_default=False
+        "--index",
+        help=f"Index folder (default: {default('index_dir')}; env RAG_INDEX).",
+        show_default=False,
     ),
 ]
 StoreOpt = Annotated[
@@ -52,13 +54,19 @@ EmbedModelOpt = Annotated[
 TopKOpt = Annotated[
     int | None,
     typer.Option(
-        "-k", "--top-k", min=1, help="Passages to retrieve (default: 4).", show_default=False
+        "-k",
+        "--top-k",
+        min=1,
+        help=f"Passages to retrieve (default: {default('top_k')}).",
+        show_default=False,
     ),
 ]
 RetrieverOpt = Annotated[
     str | None,
     typer.Option(
-        "--retriever", help="dense, bm25 or hybrid (default: hybrid).", show_default=False
+        "--retriever",
+        help=f"{one_of(RETRIEVERS)} (default: {default('retriever')}).",
+        show_default=False,
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
@@ -79,6 +87,29 @@ F = TypeVar("F", bound=Callable[..., Any])
 def settings(**flags: Any) -> Settings:
     """Settings from file and environment, with the flags the user gave on top."""
     return load_settings({k: v for k, v in flags.items() if v is not None})
+
+
+def answer_settings(
+    index: Path | None,
+    store: str | None,
+    model: Path | None,
+    top_k: int | None,
+    retriever: str | None,
+    no_cache: bool,
+    llm_url: str | None,
+    **more: Any,
+) -> Settings:
+    """The settings of the commands that answer (ask, chat, eval), from their shared flags."""
+    return settings(
+        index_dir=index,
+        store=store,
+        model=model,
+        top_k=top_k,
+        retriever=retriever,
+        use_cache=False if no_cache else None,
+        llm_url=llm_url,
+        **more,
+    )
 
 
 def debug_enabled() -> bool:
