@@ -130,7 +130,6 @@ def show_notes(debug: bool = False) -> None:
     """Show the library's notes on stderr; ``debug`` also keeps native libraries' logs."""
     logger = logging.getLogger(LOGGER)
     logger.setLevel(logging.DEBUG if debug else logging.INFO)
-    logger.propagate = False
     if _notes not in logger.handlers:
         logger.addHandler(_notes)
 

@@ -274,8 +274,9 @@ def test_does_not_import_torch_or_sentence_transformers():
     assert result.stdout.strip() == "[]"
 
 
-def test_a_model_the_numpy_path_cannot_run_falls_back_with_one_note(tmp_path, capsys):
+def test_a_model_the_numpy_path_cannot_run_falls_back_with_one_note(tmp_path, caplog):
     import json
+    import logging
     import shutil
 
     from ragcli.answer.retrieval import query_embedder
@@ -288,7 +289,8 @@ def test_a_model_the_numpy_path_cannot_run_falls_back_with_one_note(tmp_path, ca
     config = json.loads(pooling.read_text())
     config.update(pooling_mode_cls_token=True, pooling_mode_mean_tokens=False)
     pooling.write_text(json.dumps(config))
-    embedder = query_embedder(embedding_model(str(folder)))
+    with caplog.at_level(logging.INFO, logger="ragcli"):
+        embedder = query_embedder(embedding_model(str(folder)))
     assert isinstance(embedder, SentenceTransformerEmbedder)
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "sentence-transformers" in err
+    notes = [r.getMessage() for r in caplog.records if r.name.startswith("ragcli")]
+    assert len(notes) == 1 and "sentence-transformers" in notes[0]

@@ -184,7 +184,7 @@ import os, sys
 from pathlib import Path
 from ragcli.config import load_settings
 from ragcli.index.pipeline import build_index
-from ragcli import milvus_store
+from ragcli.stores import milvus as milvus_store
 
 if sys.argv[2] == "after-commit-point":
     # die after the state row names the new generation, before old rows go
