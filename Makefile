@@ -32,11 +32,13 @@ demo: install
 test: install
 	$(BIN)/ruff check ragcli tests
 	$(BIN)/ruff format --check ragcli tests
+	$(BIN)/lint-imports
 	$(BIN)/pytest
 
 lint: install
 	$(BIN)/ruff check ragcli tests
 	$(BIN)/ruff format --check ragcli tests
+	$(BIN)/lint-imports
 
 format: install
 	$(BIN)/ruff check --fix ragcli tests

@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from .errors import ConfigError
 
 DEFAULT_EMBED_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+RETRIEVERS = ("dense", "bm25", "hybrid")  # see docs/BENCHMARKS.md
 
 
 def _default_cache_dir() -> Path:
@@ -72,9 +75,9 @@ class Settings:
                 raise ConfigError(f"setting {name} must be positive, got {getattr(self, name)}")
         if not 0 <= self.chunk_overlap < self.chunk_tokens:
             raise ConfigError("setting chunk_overlap must be >= 0 and smaller than chunk_tokens")
-        if self.retriever not in ("dense", "bm25", "hybrid"):
+        if self.retriever not in RETRIEVERS:
             raise ConfigError(
-                f"setting retriever must be dense, bm25 or hybrid, not {self.retriever!r}"
+                f"setting retriever must be {one_of(RETRIEVERS)}, not {self.retriever!r}"
             )
         if self.commit_seconds < 0:
             raise ConfigError("setting commit_seconds must be >= 0")
@@ -93,8 +96,6 @@ class Settings:
         if self.llm_url is not None:
             _check_url(self.llm_url)
         if self.store:
-            from .milvus_store import parse_store  # light: pymilvus loads only on use
-
             parse_store(self.store)
 
     @property
@@ -115,6 +116,17 @@ _ENV = {
     "RAG_LLM_URL": "llm_url",
     "RAG_STORE": "store",
 }
+
+
+def one_of(names: tuple[str, ...]) -> str:
+    """'a, b or c'."""
+    return ", ".join(names[:-1]) + " or " + names[-1]
+
+
+def default(name: str) -> Any:
+    """The default of one setting (help texts show it from here)."""
+    f = _FIELDS[name]
+    return f.default if f.default is not dataclasses.MISSING else f.default_factory()
 
 
 def _check_url(url: str) -> None:
@@ -197,3 +209,58 @@ def load_settings(overrides: dict[str, Any] | None = None, path: Path | None = N
             raise ConfigError(f"unknown setting {key!r}")
         values[key] = _coerce(key, raw, f"--{key.replace('_', '-')}")
     return Settings(**values)
+
+
+# -- the store setting: its grammar is checked at load, before any work ----------
+
+LITE_SCHEME = "milvus-lite://"
+SERVER_SCHEME = "milvus://"
+DEFAULT_COLLECTION = "ragcli"
+DEFAULT_PORT = 19530
+_COLLECTION_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,200}")
+
+
+@dataclass(frozen=True)
+class StoreURL:
+    """A parsed ``--store`` value."""
+
+    url: str
+    collection: str
+    lite_path: Path | None = None  # Milvus Lite: the .db path (a folder it creates)
+    host: str = ""
+    port: int = DEFAULT_PORT
+
+    @property
+    def meta(self) -> str:
+        return f"{self.collection}_meta"
+
+
+def parse_store(url: str) -> StoreURL:
+    """Check a ``--store`` value at settings load, so a typo fails before any work."""
+    if url.startswith(LITE_SCHEME):
+        raw = url[len(LITE_SCHEME) :]
+        if not raw.endswith(".db") or raw in (".db", "/.db"):
+            raise ConfigError(
+                f"store {url!r}: Milvus Lite needs a path ending in .db, "
+                "e.g. milvus-lite://.rag-milvus.db"
+            )
+        return StoreURL(url, DEFAULT_COLLECTION, lite_path=Path(os.path.expanduser(raw)))
+    if url.startswith(SERVER_SCHEME):
+        try:
+            parts = urlsplit("http://" + url[len(SERVER_SCHEME) :])
+            port = parts.port or DEFAULT_PORT
+        except ValueError:
+            parts, port = None, 0
+        name = parts.path.strip("/") if parts else ""
+        if parts is None or not parts.hostname or parts.query or parts.fragment:
+            raise ConfigError(f"store {url!r} must look like milvus://HOST:PORT/COLLECTION")
+        if name and not _COLLECTION_NAME.fullmatch(name):
+            raise ConfigError(
+                f"store {url!r}: a Milvus collection name is letters, digits and _, "
+                "not starting with a digit"
+            )
+        return StoreURL(url, name or DEFAULT_COLLECTION, host=parts.hostname, port=port)
+    raise ConfigError(
+        f"setting store must be empty (the FAISS index folder), milvus-lite://PATH.db or "
+        f"milvus://HOST:PORT/COLLECTION, not {url!r}"
+    )

@@ -48,7 +48,7 @@ def isolated_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def embedder():
     """One loaded sentence-transformers model for the whole session."""
-    from ragcli.embedding import SentenceTransformerEmbedder
+    from ragcli.embed.base import SentenceTransformerEmbedder
     from ragcli.models import embedding_model
 
     return SentenceTransformerEmbedder(embedding_model())
@@ -58,7 +58,7 @@ def embedder():
 def corpus_index(tmp_path_factory: pytest.TempPathFactory, embedder) -> Path:
     """The shipped demo corpus, indexed once."""
     from ragcli.config import load_settings
-    from ragcli.indexing import build_index
+    from ragcli.index.pipeline import build_index
 
     index_dir = tmp_path_factory.mktemp("corpus") / "index"
     build_index([CORPORA], load_settings({"index_dir": index_dir}), embedder=embedder)

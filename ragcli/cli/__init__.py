@@ -9,6 +9,7 @@ import typer
 
 from .. import __version__
 from . import ask, bench, cache, chat, evaluate, index, models, search
+from .common import show_notes
 
 app = typer.Typer(
     name="rag",
@@ -36,8 +37,7 @@ def main_options(
     ] = False,
 ) -> None:
     """Exit codes: 0 answered, 1 not in the documents, 2 usage error, 3 index or model problem."""
-    if debug:
-        os.environ["RAG_DEBUG"] = "1"
+    show_notes(debug=debug or bool(os.environ.get("RAG_DEBUG")))
 
 
 app.command("index")(index.index_command)

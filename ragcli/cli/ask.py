@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from ..config import default
 from ..errors import ExitCode
 from .common import (
     IndexOpt,
@@ -19,13 +20,16 @@ from .common import (
     RetrieverOpt,
     StoreOpt,
     TopKOpt,
+    answer_settings,
     display_path,
     handle_errors,
     print_json,
     print_profile,
     process_age_ms,
-    settings,
 )
+
+if TYPE_CHECKING:
+    from ..answer.asker import AnswerTimings
 
 
 @handle_errors
@@ -44,7 +48,11 @@ def ask_command(
     llm_url: LlmUrlOpt = None,
     max_tokens: Annotated[
         int | None,
-        typer.Option(min=1, help="Answer length limit (default: 48).", show_default=False),
+        typer.Option(
+            min=1,
+            help=f"Answer length limit (default: {default('max_tokens')}).",
+            show_default=False,
+        ),
     ] = None,
     no_cache: NoCacheOpt = False,
     json_out: JsonOpt = False,
@@ -52,17 +60,10 @@ def ask_command(
 ) -> None:
     """Answer QUESTION from the indexed documents, or say "I don't know" (exit 1)."""
     started_ms = process_age_ms() if profile else None
-    from ..answering import Asker
+    from ..answer.asker import Asker
 
-    s = settings(
-        index_dir=index,
-        store=store,
-        model=model,
-        top_k=top_k,
-        retriever=retriever,
-        max_tokens=max_tokens,
-        use_cache=False if no_cache else None,
-        llm_url=llm_url,
+    s = answer_settings(
+        index, store, model, top_k, retriever, no_cache, llm_url, max_tokens=max_tokens
     )
     t0 = time.perf_counter()
     asker = Asker(s)
@@ -91,24 +92,24 @@ def ask_command(
     raise typer.Exit(ExitCode.ANSWERED if answer.answered else ExitCode.NOT_FOUND)
 
 
-def _profile(t: dict, started_ms, open_ms: float, ask_started_ms) -> dict[str, float]:
+def _profile(t: AnswerTimings, started_ms, open_ms: float, ask_started_ms) -> dict[str, float]:
     """Where a fresh `rag ask` spent its time, in ms, start-up included."""
     out = {
         "interpreter_and_imports_ms": started_ms,
         "open_index_ms": open_ms,
-        "query_embedding_ms": float(t["embed_ms"]),
-        "search_ms": float(t["search_ms"]),
-        "model_load_wait_ms": float(t["model_load_ms"]),
-        "state_load_ms": float(t["state_load_ms"]),
-        "prefill_ms": float(t["prefill_ms"]),
-        "state_save_ms": float(t["state_save_ms"]),
-        "decode_ms": float(t["decode_ms"]),
+        "query_embedding_ms": t.embed_ms,
+        "search_ms": t.search_ms,
+        "model_load_wait_ms": t.model_load_ms,
+        "state_load_ms": t.state_load_ms,
+        "prefill_ms": t.prefill_ms,
+        "state_save_ms": t.state_save_ms,
+        "decode_ms": t.decode_ms,
     }
-    if ask_started_ms is not None and t.get("prompt_tokens"):
+    if ask_started_ms is not None and t.prompt_tokens:
         # First token as seen from process start, and the part of it the model's
         # own prompt reading does not explain.
-        out["process_ttft_ms"] = ask_started_ms + float(t["ttft_ms"])
-        out["ttft_outside_prefill_ms"] = out["process_ttft_ms"] - float(t["prefill_ms"])
+        out["process_ttft_ms"] = ask_started_ms + t.ttft_ms
+        out["ttft_outside_prefill_ms"] = out["process_ttft_ms"] - t.prefill_ms
     return {k: round(v, 1) for k, v in out.items() if v is not None}
 
 
@@ -137,17 +138,17 @@ def show_answer(asker, question: str):
     return answer
 
 
-def timing_line(t: dict, reason: str) -> str:
-    if not t.get("prompt_tokens"):
-        retrieval = float(t["embed_ms"]) + float(t["search_ms"])
+def timing_line(t: AnswerTimings, reason: str) -> str:
+    if not t.prompt_tokens:
+        retrieval = t.embed_ms + t.search_ms
         return f"no model call ({reason.replace('_', ' ')}); retrieval {retrieval:.0f} ms"
     head = (
-        f"prompt {t['prompt_tokens']} tok ({t['cached_tokens']} cached, {t['cache_source']}) · "
-        f"prefill {t['prefill_tokens']} tok in {t['prefill_ms']:.0f} ms ({t['prefill_tok_s']:.0f} tok/s)"
+        f"prompt {t.prompt_tokens} tok ({t.cached_tokens} cached, {t.cache_source}) · "
+        f"prefill {t.prefill_tokens} tok in {t.prefill_ms:.0f} ms ({t.prefill_tok_s:.0f} tok/s)"
     )
-    if t.get("cache_source") == "unknown":  # an LLM server that reports neither
-        head = f"prompt {t['prompt_tokens']} tok (server reports no cache or prefill figures)"
+    if t.cache_source == "unknown":  # an LLM server that reports neither
+        head = f"prompt {t.prompt_tokens} tok (server reports no cache or prefill figures)"
     return head + (
-        f" · first token {t['ttft_ms']:.0f} ms · {t['completion_tokens']} tok at {t['decode_tok_s']:.1f} tok/s · "
-        f"total {t['total_ms'] / 1000:.1f} s"
+        f" · first token {t.ttft_ms:.0f} ms · {t.completion_tokens} tok at {t.decode_tok_s:.1f} tok/s · "
+        f"total {t.total_ms / 1000:.1f} s"
     )

@@ -49,7 +49,7 @@ def prefill_command(
     json_out: JsonOpt = False,
 ) -> None:
     """Time prefill at 64, 128, 256, ... tokens: cold, bare llama_decode, cached prefix."""
-    from ..bench import check_plotting, plot_prefill, prefill_sweep
+    from ..bench.workload import check_plotting, plot_prefill, prefill_sweep
 
     if plot is not None:
         check_plotting()
@@ -131,7 +131,7 @@ def workload_command(
     json_out: JsonOpt = False,
 ) -> None:
     """Ask each question in a new process with the prompt cache off, then on; compare."""
-    from ..bench import read_questions, run_workload
+    from ..bench.workload import read_questions, run_workload
 
     qs = read_questions(questions)[:limit]
     report = run_workload(qs, settings(index_dir=index), docs, progress=_progress())
@@ -193,7 +193,7 @@ def startup_command(
     """Time `rag --help`, `rag search` and `rag ask` in fresh processes (medians)."""
     from dataclasses import asdict
 
-    from ..bench import startup_bench
+    from ..bench.workload import startup_bench
 
     rows = startup_bench(settings(index_dir=index).index_dir, question, runs)
     if json_out:
@@ -225,7 +225,7 @@ def models_command(
     """Answer quality, time to first token, speed, memory and disk of models side by side."""
     from dataclasses import asdict
 
-    from ..model_bench import models_bench
+    from ..bench.models import models_bench
     from ..models import CATALOG
 
     rows = models_bench(settings(index_dir=index), model or list(CATALOG), questions, runs)
@@ -289,8 +289,8 @@ def index_types_command(
     """Build time, size, latency and recall@10 of FAISS index types on clustered 384-d vectors."""
     from dataclasses import asdict
 
-    from ..bench import index_types_bench
-    from ..store import check_index_type
+    from ..bench.workload import index_types_bench
+    from ..stores.faiss_index import check_index_type
 
     types = index_type or ["Flat", "auto"]
     for t in types:
@@ -299,7 +299,7 @@ def index_types_command(
     if from_index is not None:
         if questions is None:
             raise UsageError("--from-index needs --questions (a `rag eval` JSONL file)")
-        from ..bench import indexed_vectors
+        from ..bench.workload import indexed_vectors
 
         vectors, qs = indexed_vectors(from_index, questions)
         size, queries = [len(vectors)], len(qs)
@@ -348,7 +348,7 @@ def ingest_command(
     """Indexing throughput against bare SentenceTransformer.encode, re-run time, memory."""
     from dataclasses import asdict
 
-    from ..bench import big_file_bench, ingest_bench
+    from ..bench.workload import big_file_bench, ingest_bench
 
     if not docs.is_dir():
         raise UsageError(f"{docs} is not a folder")

@@ -12,7 +12,7 @@ app = typer.Typer(help="Inspect or clear the prompt (KV) cache.", no_args_is_hel
 
 
 def _cache():
-    from ..cache import PrefixCache
+    from ..llm.kv_cache import PrefixCache
 
     s = settings()
     return PrefixCache(s.cache_dir / "prefix", s.cache_max_bytes)

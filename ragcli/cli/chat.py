@@ -15,8 +15,8 @@ from .common import (
     RetrieverOpt,
     StoreOpt,
     TopKOpt,
+    answer_settings,
     handle_errors,
-    settings,
 )
 
 
@@ -34,10 +34,9 @@ def chat_command(
 
     An empty line or end of input (Ctrl-D) ends the session.
     """
-    from ..answering import Asker
+    from ..answer.asker import Asker
 
-    s = settings(index_dir=index, store=store, model=model, top_k=top_k, retriever=retriever,
-                 use_cache=False if no_cache else None, llm_url=llm_url)  # fmt: skip
+    s = answer_settings(index, store, model, top_k, retriever, no_cache, llm_url)
     asker = Asker(s)
     try:
         while True:

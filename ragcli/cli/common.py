@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import os
 import sys
 from collections.abc import Callable
@@ -12,14 +13,17 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from ..config import Settings, load_settings
+from ..config import RETRIEVERS, Settings, default, load_settings, one_of
 from ..errors import ExitCode, RagError
+from ..log import LOGGER, debugging
 from ..models import DEFAULT_MODEL
 
 IndexOpt = Annotated[
     Path | None,
     typer.Option(
-        "--index", help="Index folder (default: .rag; env RAG_INDEX).", show_default=False
+        "--index",
+        help=f"Index folder (default: {default('index_dir')}; env RAG_INDEX).",
+        show_default=False,
     ),
 ]
 StoreOpt = Annotated[
@@ -52,13 +56,19 @@ EmbedModelOpt = Annotated[
 TopKOpt = Annotated[
     int | None,
     typer.Option(
-        "-k", "--top-k", min=1, help="Passages to retrieve (default: 4).", show_default=False
+        "-k",
+        "--top-k",
+        min=1,
+        help=f"Passages to retrieve (default: {default('top_k')}).",
+        show_default=False,
     ),
 ]
 RetrieverOpt = Annotated[
     str | None,
     typer.Option(
-        "--retriever", help="dense, bm25 or hybrid (default: hybrid).", show_default=False
+        "--retriever",
+        help=f"{one_of(RETRIEVERS)} (default: {default('retriever')}).",
+        show_default=False,
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
@@ -81,8 +91,49 @@ def settings(**flags: Any) -> Settings:
     return load_settings({k: v for k, v in flags.items() if v is not None})
 
 
+def answer_settings(
+    index: Path | None,
+    store: str | None,
+    model: Path | None,
+    top_k: int | None,
+    retriever: str | None,
+    no_cache: bool,
+    llm_url: str | None,
+    **more: Any,
+) -> Settings:
+    """The settings of the commands that answer (ask, chat, eval), from their shared flags."""
+    return settings(
+        index_dir=index,
+        store=store,
+        model=model,
+        top_k=top_k,
+        retriever=retriever,
+        use_cache=False if no_cache else None,
+        llm_url=llm_url,
+        **more,
+    )
+
+
 def debug_enabled() -> bool:
-    return bool(os.environ.get("RAG_DEBUG"))
+    return debugging()
+
+
+class _NoteHandler(logging.Handler):
+    """The library's log records as ``rag: note: ...`` lines on the current stderr."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        sys.stderr.write(f"rag: note: {record.getMessage()}\n")
+
+
+_notes = _NoteHandler()
+
+
+def show_notes(debug: bool = False) -> None:
+    """Show the library's notes on stderr; ``debug`` also keeps native libraries' logs."""
+    logger = logging.getLogger(LOGGER)
+    logger.setLevel(logging.DEBUG if debug else logging.INFO)
+    if _notes not in logger.handlers:
+        logger.addHandler(_notes)
 
 
 def fail(message: str, code: int) -> typer.Exit:

@@ -18,9 +18,9 @@ from .common import (
     RetrieverOpt,
     StoreOpt,
     TopKOpt,
+    answer_settings,
     handle_errors,
     print_json,
-    settings,
     stderr_console,
     stdout_console,
 )
@@ -46,19 +46,11 @@ def eval_command(
     json_out: JsonOpt = False,
 ) -> None:
     """Score the current index and model on a question set."""
-    from ..answering import Asker
-    from ..evaluation import evaluate, load_questions
+    from ..answer.asker import Asker
+    from ..answer.evaluation import evaluate, load_questions
 
     items = load_questions(questions)[:limit]
-    s = settings(
-        index_dir=index,
-        store=store,
-        model=model,
-        top_k=top_k,
-        retriever=retriever,
-        use_cache=False if no_cache else None,
-        llm_url=llm_url,
-    )
+    s = answer_settings(index, store, model, top_k, retriever, no_cache, llm_url)
     asker = Asker(s, preload=not retrieval_only)
     try:
         if sys.stderr.isatty() and not json_out:

@@ -87,7 +87,7 @@ def index_command(
 
     In folders, .gitignore and .ragignore files are honoured.
     """
-    from ..indexing import build_index
+    from ..index.pipeline import build_index
 
     s = settings(
         index_dir=index,
@@ -99,7 +99,7 @@ def index_command(
     )
     _check_index_type(s)
     if ray is not None:
-        from ..ray_embedding import check_ray
+        from ..index.ray_data import check_ray
 
         check_ray(ray)
     filters = {"include": include or (), "exclude": exclude or (), "ray_address": ray}
@@ -141,7 +141,7 @@ def _check_index_type(s) -> None:
         return
     from ..config import DEFAULT_EMBED_MODEL
     from ..models import embedding_model
-    from ..store import check_index_type
+    from ..stores.faiss_index import check_index_type
 
     check_index_type(s.index_type, embedding_model(s.embed_model or DEFAULT_EMBED_MODEL).dim)
 

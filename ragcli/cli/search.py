@@ -36,7 +36,7 @@ def search_command(
 ) -> None:
     """Print the top-k passages for QUERY with their sources and scores."""
     started_ms = process_age_ms() if profile else None
-    from ..retrieval import Retriever
+    from ..answer.retrieval import Retriever
 
     s = settings(index_dir=index, store=store, top_k=top_k, retriever=retriever)
     t0 = time.perf_counter()

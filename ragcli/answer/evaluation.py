@@ -1,0 +1,199 @@
+"""`rag eval`: answer quality measured on a question set, not on a handful of examples.
+
+The question file is JSON Lines, one object a line::
+
+    {"id": "q1", "question": "...", "answers": ["alias", ...], "answerable": true,
+     "source": "tutorial/introduction.html"}
+
+``answers`` are short aliases: an answer is correct when one of them occurs in it
+(case-insensitive) and it is at most 40 words, so pasting a passage does not count.
+``answerable: false`` questions are correct when the tool says "I don't know".
+``source`` (optional) is the document holding the answer, relative to the indexed
+folder; a retrieved passage from a path ending in it counts as a retrieval hit.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ..errors import UsageError
+from .asker import Answer, AnswerTimings, Asker
+
+MAX_ANSWER_WORDS = 40
+
+
+@dataclass(frozen=True)
+class QAItem:
+    id: str
+    question: str
+    answers: tuple[str, ...]
+    answerable: bool
+    source: str | None
+
+
+@dataclass
+class EvalRow:
+    id: str
+    question: str
+    answerable: bool
+    answer: str
+    raw_answer: str
+    reason: str
+    correct: bool
+    hit_rank: int | None  # rank of the first passage from the source page
+    ttft_ms: float | None
+    prompt_tokens: int
+    cached_tokens: int
+
+
+@dataclass
+class EvalSummary:
+    questions: int
+    answerable: int
+    unanswerable: int
+    hit_at_k: float | None
+    mrr: float | None
+    answer_accuracy: float | None
+    abstention_accuracy: float | None
+    false_abstention_rate: float | None
+    mean_ttft_ms: float | None
+    median_ttft_ms: float | None
+    cached_share: float | None
+    k: int
+
+
+@dataclass
+class EvalReport:
+    summary: EvalSummary
+    rows: list[EvalRow] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return {"summary": asdict(self.summary), "rows": [asdict(r) for r in self.rows]}
+
+
+def load_questions(path: Path) -> list[QAItem]:
+    """Parse and check a question file; a bad line is a usage error naming it."""
+    items = []
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read ({exc.strerror})") from None
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+            question = obj["question"]
+            answers = tuple(obj.get("answers") or ())
+            answerable = bool(obj.get("answerable", bool(answers)))
+            if not isinstance(question, str) or not all(isinstance(a, str) for a in answers):
+                raise TypeError("question and answers must be strings")
+            if answerable and not answers:
+                raise ValueError("an answerable question needs answers")
+        except (ValueError, KeyError, TypeError) as exc:
+            raise UsageError(f"{path}:{n}: not a question line ({exc})") from None
+        items.append(
+            QAItem(str(obj.get("id", n)), question, answers, answerable, obj.get("source"))
+        )
+    if not items:
+        raise UsageError(f"{path}: no questions")
+    return items
+
+
+def is_correct(item: QAItem, answer: Answer) -> bool:
+    if not item.answerable:
+        return not answer.answered
+    text = answer.answer.lower()
+    return (
+        answer.answered
+        and len(answer.answer.split()) <= MAX_ANSWER_WORDS
+        and any(a.lower() in text for a in item.answers)
+    )
+
+
+def _hit_rank(item: QAItem, answer: Answer) -> int | None:
+    if not item.source:
+        return None
+    tail = item.source.replace("\\", "/").lstrip("/")
+    for h in answer.sources:
+        path = h.chunk.path.replace("\\", "/")
+        if path == tail or path.endswith("/" + tail):
+            return h.rank
+    return None
+
+
+def _mean(xs: list[float]) -> float | None:
+    return round(statistics.fmean(xs), 4) if xs else None
+
+
+def evaluate(
+    asker: Asker, items: list[QAItem], progress=None, retrieval_only: bool = False
+) -> EvalReport:
+    """Ask every question and score retrieval, answers and abstentions.
+
+    ``retrieval_only`` scores hit@k and MRR without running the model (seconds,
+    not minutes), for tuning retrieval.
+    """
+    rows = []
+    for item in items:
+        if retrieval_only:
+            found = asker.retriever.search(item.question)
+            answer = Answer(
+                question=item.question,
+                answer="",
+                answered=False,
+                raw_answer="",
+                grounded=True,
+                reason="not_asked",
+                sources=found.hits,
+                timings=AnswerTimings(),
+                model="",
+            )
+        else:
+            answer = asker.ask(item.question)
+        t = answer.timings
+        rows.append(
+            EvalRow(
+                id=item.id,
+                question=item.question,
+                answerable=item.answerable,
+                answer=answer.answer,
+                raw_answer=answer.raw_answer,
+                reason=answer.reason,
+                correct=is_correct(item, answer),
+                hit_rank=_hit_rank(item, answer),
+                ttft_ms=t.ttft_ms if t.prompt_tokens else None,
+                prompt_tokens=t.prompt_tokens,
+                cached_tokens=t.cached_tokens,
+            )
+        )
+        if progress:
+            progress(len(rows), len(items))
+    return EvalReport(summarize(rows, asker.settings.top_k, items), rows)
+
+
+def summarize(rows: list[EvalRow], k: int, items: list[QAItem]) -> EvalSummary:
+    pos = [r for r in rows if r.answerable]
+    neg = [r for r in rows if not r.answerable]
+    with_source = [r for r, i in zip(rows, items, strict=True) if i.answerable and i.source]
+    ttfts = [r.ttft_ms for r in rows if r.ttft_ms is not None]
+    prompt = sum(r.prompt_tokens for r in rows)
+    return EvalSummary(
+        questions=len(rows),
+        answerable=len(pos),
+        unanswerable=len(neg),
+        hit_at_k=_mean([r.hit_rank is not None for r in with_source]),
+        mrr=_mean([1 / r.hit_rank if r.hit_rank else 0.0 for r in with_source]),
+        answer_accuracy=_mean([r.correct for r in pos if r.reason != "not_asked"]),
+        abstention_accuracy=_mean([r.correct for r in neg if r.reason != "not_asked"]),
+        false_abstention_rate=_mean(
+            [r.reason != "answered" for r in pos if r.reason != "not_asked"]
+        ),
+        mean_ttft_ms=round(statistics.fmean(ttfts), 1) if ttfts else None,
+        median_ttft_ms=round(statistics.median(ttfts), 1) if ttfts else None,
+        cached_share=round(sum(r.cached_tokens for r in rows) / prompt, 4) if prompt else None,
+        k=k,
+    )

@@ -1,0 +1,108 @@
+"""Choose what the model reads: the sentences of the best passages closest to the question.
+
+A 270M-parameter model copies an answer far better from a few relevant sentences than from
+four 200-token passages, and the prompt is half as long, so prefill is half as slow.
+Measured on the demo and dev question sets (docs/BENCHMARKS.md): the sentences most similar
+to the question, each with its neighbours, in document order.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from .grounding import strip_instructions
+
+if TYPE_CHECKING:
+    from ..embed.base import Embedder
+    from ..records import Hit
+
+WINDOW = 1  # neighbours kept either side of a chosen sentence
+
+_SENT = re.compile(r'(?<=[.!?])["”’)]?\s+(?=["“(]?[A-Z0-9_\-])')
+_BLOCK_START = re.compile(r"^\s*(#|[-*+]\s|\d+[.)]\s|>>>|\.\.\.|\$ )")
+_ENDS_BLOCK = re.compile(r"[.!?:;][\"”’)]?$")
+
+
+@dataclass(frozen=True)
+class Focus:
+    """The sentences to show, the rank of the passage each came from, the best similarity."""
+
+    sentences: list[str]
+    ranks: list[int]  # parallel to sentences
+    best_similarity: float
+
+
+def blocks(text: str) -> list[str]:
+    """Paragraphs with hard line wrapping undone.
+
+    A newline ends a block at a blank line, a heading or list item, or after end
+    punctuation; otherwise it is a wrapped line and joins the next with a space.
+    """
+    out: list[str] = []
+    cur: list[str] = []
+    for line in text.split("\n"):
+        s = line.strip()
+        if not s:
+            if cur:
+                out.append(" ".join(cur))
+                cur = []
+            continue
+        if cur and (
+            _BLOCK_START.match(s) or _BLOCK_START.match(cur[0]) or _ENDS_BLOCK.search(cur[-1])
+        ):
+            out.append(" ".join(cur))
+            cur = []
+        cur.append(s)
+    if cur:
+        out.append(" ".join(cur))
+    return out
+
+
+def sentences(text: str) -> list[str]:
+    out = []
+    for block in blocks(text):
+        for s in _SENT.split(block):
+            s = " ".join(s.split()).lstrip("# ").strip()
+            if len(s) >= 3:
+                out.append(s)
+    return out
+
+
+def informative(s: str) -> bool:
+    """Headings, questions (FAQ titles) and cut-off fragments rarely hold an answer."""
+    if s.endswith("?"):
+        return False
+    return bool(re.search(r"[.!:;)\]\"”’]$", s)) or len(s.split()) >= 8
+
+
+def focus(
+    question: str, hits: list[Hit], embedder: Embedder, passages: int = 4, keep: int = 8
+) -> Focus:
+    """The ``keep`` best sentences of the top ``passages`` for ``question``, with neighbours.
+
+    Sentences that try to instruct the model are dropped first: a document cannot
+    change the rules.
+    """
+    cands: list[tuple[str, int, int, str, int]] = []  # path, ordinal, index, sentence, rank
+    seen: set[str] = set()
+    for h in hits[:passages]:
+        for j, s in enumerate(sentences(strip_instructions(h.chunk.text))):
+            if s not in seen:
+                seen.add(s)
+                cands.append((h.chunk.path, h.chunk.ordinal, j, s, h.rank))
+    scored = [i for i, c in enumerate(cands) if informative(c[3])]
+    if not scored:
+        return Focus([], [], -1.0)
+    vecs = embedder.embed([question] + [cands[i][3] for i in scored])
+    sims = vecs[1:] @ vecs[0]
+    best = [scored[int(i)] for i in (-sims).argsort()[:keep]]
+    pick = set(best)
+    for i in best:
+        for j in range(i - WINDOW, i + WINDOW + 1):
+            if 0 <= j < len(cands) and cands[j][:2] == cands[i][:2]:
+                pick.add(j)
+    # Document order, not score order: the same sentences give the same prompt tokens.
+    chosen = sorted(pick, key=lambda i: cands[i][:3])
+    return Focus([cands[i][3] for i in chosen], [cands[i][4] for i in chosen], float(sims.max()))

@@ -1,0 +1,171 @@
+"""The augmented prompt, laid out as segments for prefix reuse.
+
+Order: fixed instructions and examples, then the passages, then the
+question. The first segment never changes, so its KV state is shared by
+every question; the second is shared by questions that retrieve the same
+passages. A model whose GGUF has a chat template is prompted through it;
+a base model gets a few-shot completion prompt.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from ..llm.base import Prompt
+
+IDK = "I don't know"
+
+INSTRUCTIONS = (
+    "Answer each question with a short phrase copied from its context. If the context does "
+    f"not contain the answer, answer: {IDK}"
+)
+
+# Examples teach the format: a short span copied from the context, one identifier, and a
+# refusal when the context is on topic but does not hold the answer.
+EXAMPLES: tuple[tuple[str, str, str], ...] = (
+    (
+        "The Danube rises in the Black Forest of Germany and flows east for about 2,850 "
+        "kilometres. It empties into the Black Sea through a wide delta in Romania and Ukraine.",
+        "Into which sea does the Danube flow?",
+        "the Black Sea",
+    ),
+    (
+        "The telephone was patented by Alexander Graham Bell in 1876. His first successful "
+        "call was made to his assistant, Thomas Watson.",
+        "Who received the first telephone call?",
+        "Thomas Watson",
+    ),
+    (
+        "Mount Kilimanjaro in Tanzania is the highest mountain in Africa. Its summit stands "
+        "5,895 metres above sea level.",
+        "Who was the first person to reach the summit of Kilimanjaro?",
+        IDK,
+    ),
+    (
+        "The len() function returns the number of items in a list, string or other "
+        "container. Calling len() on an empty list returns 0.",
+        "Which built-in function gives the number of items in a container?",
+        "len()",
+    ),
+)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def completion_prompt(question: str, context: Sequence[str], instructions: bool = True) -> Prompt:
+    """Few-shot "Context / Question / Answer" prompt for base models.
+
+    Segments: instructions and examples (never change), the context sentences, the question.
+    """
+    head = f"{INSTRUCTIONS}\n\n" if instructions else ""
+    shots = "".join(f"Context: {c}\nQuestion: {q}\nAnswer: {a}\n\n" for c, q, a in EXAMPLES)
+    return Prompt(
+        segments=(
+            head + shots,
+            f"Context: {_one_line(' '.join(context))}\n",
+            f"Question: {_one_line(question)}\nAnswer:",
+        ),
+        stop=("\n", "Question:", "Context:"),
+    )
+
+
+# Instruction-tuned models follow a system message and learn the answer format from a few
+# turns. The examples are made up and cover what documentation questions ask: a span to copy,
+# a count of listed items, a yes/no, an identifier, and two refusals where the context is on
+# topic but silent, the case such a model gets wrong most (it answers with a nearby token).
+CHAT_INSTRUCTIONS = (
+    "You answer questions about the user's documents using only the context given with each "
+    "question, never your own knowledge. Reply with the answer alone: the shortest phrase that "
+    "answers it (a name, number, value or a few words), in the context's own words where you "
+    f"can. If the context does not say, reply exactly: {IDK}"
+)
+CHAT_EXAMPLES: tuple[tuple[str, str, str], ...] = (
+    (
+        "The Danube rises in the Black Forest of Germany and flows east for about 2,850 "
+        "kilometres. It empties into the Black Sea through a wide delta in Romania and Ukraine.",
+        "Into which sea does the Danube flow?",
+        "the Black Sea",
+    ),
+    (
+        "The orchard grows three kinds of fruit: apples, pears and quinces. Harvest starts in "
+        "late August.",
+        "How many kinds of fruit does the orchard grow?",
+        "3",
+    ),
+    (
+        "Mount Kilimanjaro in Tanzania is the highest mountain in Africa. Its summit stands "
+        "5,895 metres above sea level.",
+        "Who was the first person to reach the summit of Kilimanjaro?",
+        IDK,
+    ),
+    (
+        "Frozen sets cannot be changed once they are created; use a plain set when items must "
+        "be added or removed.",
+        "Can items be added to a frozen set?",
+        "No",
+    ),
+    (
+        "The fetch() helper retries a failed request three times. Pass timeout= to limit how "
+        "long each attempt waits.",
+        "Which exception does fetch() raise when every attempt fails?",
+        IDK,
+    ),
+    (
+        "The len() function returns the number of items in a list, string or other "
+        "container. Calling len() on an empty list returns 0.",
+        "Which built-in function gives the number of items in a container?",
+        "len()",
+    ),
+)
+
+
+def _chat_messages(question: str, ctx: str) -> list[dict[str, str]]:
+    messages: list[dict[str, str]] = [{"role": "system", "content": CHAT_INSTRUCTIONS}]
+    for c, q, a in CHAT_EXAMPLES:
+        messages += [
+            {"role": "user", "content": f"Context: {c}\nQuestion: {q}"},
+            {"role": "assistant", "content": a},
+        ]
+    messages.append({"role": "user", "content": f"{ctx}Question: {_one_line(question)}"})
+    return messages
+
+
+def chat_prompt(
+    question: str,
+    context: Sequence[str],
+    template: str,
+    bos: str,
+    eos: str,
+) -> Prompt:
+    """The same content through the model's own chat template (instruction-tuned models)."""
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    ctx = f"Context: {_one_line(' '.join(context))}\n"
+    messages = _chat_messages(question, ctx)
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+    text = env.from_string(template).render(
+        messages=messages, add_generation_prompt=True, bos_token=bos, eos_token=eos
+    )
+    text = text.removeprefix(bos)  # the tokenizer adds BOS itself
+    cut = text.rindex(ctx)
+    end = cut + len(ctx)
+    return Prompt(segments=(text[:cut], text[cut:end], text[end:]), stop=(eos, "\n\n"))
+
+
+_IDK_RE = re.compile(r"^\W*(i\s+do(?:n'?t|n’t| not)\s+know|unknown|not (?:stated|mentioned))", re.I)
+_CITE_RE = re.compile(r"\s*\[(\d+)\]")
+
+
+def clean_answer(raw: str) -> str:
+    """The answer as shown: first line, no citation markers, first sentence, no final period."""
+    a = raw.strip().split("\n", 1)[0].strip()
+    a = _CITE_RE.sub("", a).strip()
+    a = re.split(r"(?<=[a-z0-9)])\.\s", a, maxsplit=1)[0]
+    return a.rstrip(".").strip()
+
+
+def is_refusal(answer: str) -> bool:
+    return not answer.strip() or bool(_IDK_RE.match(answer))

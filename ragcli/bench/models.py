@@ -1,0 +1,96 @@
+"""`rag bench models`: the catalogue's models side by side, in one run, on one question set.
+
+Each model answers the whole set in a fresh `rag eval` process (accuracy, abstention, peak
+RSS), then one question in fresh `rag ask` processes: cold (no KV cache) and repeated (its
+prefix states on disk), the way a script meets the tool.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..answer.evaluation import load_questions
+from ..config import Settings
+from ..models import generation_model
+from .workload import run_measured
+
+
+@dataclass
+class ModelRow:
+    model: str
+    accuracy: float | None
+    abstention: float | None
+    false_abstention: float | None
+    eval_median_ttft_ms: float | None
+    ttft_cold_ms: float  # fresh process, no KV cache: from process start to the first token
+    ttft_repeat_ms: float  # fresh process, the same question's prefix states on disk
+    ttft_outside_prefill_ms: float  # of the cold run: what is not the model reading the prompt
+    prefill_tok_s: float
+    decode_tok_s: float
+    peak_rss_mb: float  # the largest of the eval and ask processes
+    disk_mb: float
+
+
+def _process_ttft(out: str) -> tuple[float, dict]:
+    data = json.loads(out)
+    return float(data["profile"]["process_ttft_ms"]), data
+
+
+def models_bench(
+    settings: Settings, models: list[str], questions: Path, runs: int = 3
+) -> list[ModelRow]:
+    """Score and time each model (see module docstring); medians over ``runs`` fresh asks.
+
+    The timed question is the set's first answerable one.
+    """
+    question = next(q.question for q in load_questions(questions) if q.answerable)
+    rag = [sys.executable, "-m", "ragcli"]
+    index = ["--index", str(settings.index_dir)]
+    rows = []
+    for name in models:
+        model = generation_model(name, settings.cache_dir)  # assembled before any clock
+        with tempfile.TemporaryDirectory() as tmp:
+            env = {**os.environ, "RAG_CACHE_DIR": tmp}  # a cold KV cache for each model
+            os.symlink(settings.cache_dir / "models", Path(tmp) / "models")
+            _, eval_rss, out = run_measured(
+                [*rag, "eval", str(questions), *index, "--model", name, "--json"], env
+            )
+            summary = json.loads(out)["summary"]
+            ask = [*rag, "ask", "--json", "--profile", *index, "--model", name, question]
+            cold, repeat, outside, rss, prefill, decode = [], [], [], [eval_rss], [], []
+            for _ in range(runs):
+                _, peak, out = run_measured([*ask[:3], "--no-cache", *ask[3:]], env)
+                ttft, data = _process_ttft(out)
+                cold.append(ttft)
+                outside.append(data["profile"]["ttft_outside_prefill_ms"])
+                prefill.append(data["timings"]["prefill_tok_s"])
+                decode.append(data["timings"]["decode_tok_s"])
+                rss.append(peak)
+                run_measured(ask, env)  # leaves the question's prefix states on disk
+                _, peak, out = run_measured(ask, env)
+                repeat.append(_process_ttft(out)[0])
+                rss.append(peak)
+        med = statistics.median
+        rows.append(
+            ModelRow(
+                model=name,
+                accuracy=summary["answer_accuracy"],
+                abstention=summary["abstention_accuracy"],
+                false_abstention=summary["false_abstention_rate"],
+                eval_median_ttft_ms=summary["median_ttft_ms"],
+                ttft_cold_ms=round(med(cold), 1),
+                ttft_repeat_ms=round(med(repeat), 1),
+                ttft_outside_prefill_ms=round(med(outside), 1),
+                prefill_tok_s=round(med(prefill), 1),
+                decode_tok_s=round(med(decode), 1),
+                peak_rss_mb=round(max(rss), 1),
+                disk_mb=round(model.path.stat().st_size / 1e6, 1),
+            )
+        )
+    return rows

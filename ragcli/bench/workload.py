@@ -1,0 +1,906 @@
+"""Benchmarks behind `rag bench`: where prefill time goes, and what the KV cache saves.
+
+``prefill_sweep`` times prompt evaluation at growing lengths three ways (cold
+through ragcli's engine, bare ``llama_decode`` with no ragcli code in the
+loop, and restored from a saved prefix state) and fits t = a + b*L + c*L^2,
+so the length where attention's quadratic term overtakes the linear one can
+be read off. ``run_workload`` answers a question file in fresh processes with
+the prefix cache off and on, as a user would, and checks the answers agree.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..config import Settings
+from ..errors import ModelError, RagError, UsageError
+
+if TYPE_CHECKING:
+    from ..llm.llama import LlamaEngine
+
+MIN_LENGTH = 64
+CACHED_SUFFIX = 32  # tokens prefilled after a restored prefix in the "cached" column
+CTX_MARGIN = 16  # the longest prompt leaves this many positions free
+
+
+# -- prefill sweep -----------------------------------------------------------
+@dataclass
+class Stat:
+    """Median time of one way of prefilling L tokens, and the rates it implies."""
+
+    ms: float
+    tok_s: float
+    ms_per_token: float
+
+    @classmethod
+    def of(cls, samples_ms: list[float], tokens: int) -> Stat:
+        ms = statistics.median(samples_ms)
+        return cls(ms, tokens / max(ms / 1000, 1e-9), ms / tokens)
+
+
+@dataclass
+class PrefillRow:
+    """One prompt length: cold (engine), bare llama_decode, and cached prefix + suffix."""
+
+    tokens: int
+    cold: Stat
+    bare: Stat
+    cached: Stat  # rates are effective: all L tokens over load + suffix prefill
+    cached_load_ms: float
+    cached_prefix_tokens: int
+
+    @property
+    def overhead_pct(self) -> float:
+        """What ragcli's batch filling adds over bare llama_decode."""
+        return (self.cold.ms / self.bare.ms - 1) * 100 if self.bare.ms > 0 else 0.0
+
+
+@dataclass
+class Fit:
+    """Least-squares t_ms = a + b*L + c*L^2 over the cold medians."""
+
+    a: float
+    b: float
+    c: float
+    degree: int
+    r2: float
+    l_star: float | None  # b/c: where c*L^2 equals b*L; None when c <= 0
+    note: str
+
+
+@dataclass
+class PrefillReport:
+    model: str
+    n_ctx: int
+    n_batch: int
+    n_threads: int
+    reps: int
+    rows: list[PrefillRow]
+    fit: Fit
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        for row, out in zip(self.rows, d["rows"], strict=True):
+            out["overhead_pct"] = round(row.overhead_pct, 2)
+        return _rounded(d)
+
+
+def _rounded(obj: Any) -> Any:
+    if isinstance(obj, float):
+        return float(f"{obj:.6g}")
+    if isinstance(obj, dict):
+        return {k: _rounded(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_rounded(v) for v in obj]
+    return obj
+
+
+def sweep_lengths(max_len: int, n_ctx: int) -> list[int]:
+    """64, 128, 256, ... up to min(max_len, n_ctx - 16), ending on that limit."""
+    limit = min(max_len, n_ctx - CTX_MARGIN)
+    if limit < MIN_LENGTH:
+        raise UsageError(
+            f"the sweep needs prompts of at least {MIN_LENGTH} tokens "
+            f"(max length {max_len}, context {n_ctx})"
+        )
+    out, n = [], MIN_LENGTH
+    while n <= limit:
+        out.append(n)
+        n *= 2
+    if out[-1] < limit and max_len >= n_ctx - CTX_MARGIN:
+        out.append(limit)  # the longest prompt the context takes
+    return out
+
+
+def sample_text() -> str:
+    """Real prose to tokenize: the demo corpus in a checkout, else ragcli's own source."""
+    root = Path(__file__).resolve().parent
+    corpus = root.parent / "corpora"
+    files = sorted(p for p in corpus.rglob("*") if p.is_file()) if corpus.is_dir() else []
+    if not files:
+        files = sorted(root.rglob("*.py"))
+    return "\n\n".join(p.read_text(encoding="utf-8", errors="replace") for p in files)
+
+
+def bench_tokens(engine: LlamaEngine, n: int, text: str | None = None) -> list[int]:
+    """``n`` token ids of real text, BOS first, the text repeated as needed."""
+    body = engine.llm.tokenize((text or sample_text()).encode("utf-8"), add_bos=False)
+    if not body:
+        raise UsageError("no text to build benchmark prompts from")
+    bos = engine.llm.token_bos()
+    tokens = [bos] if bos >= 0 else []
+    while len(tokens) < n:
+        tokens += body
+    return tokens[:n]
+
+
+def _timed(fn: Callable[[], object]) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return (time.perf_counter() - t0) * 1000
+
+
+def _bare_prefill(engine: LlamaEngine, arr: ctypes.Array, n: int) -> float:
+    """Clear the KV memory, then time plain llama_decode over batches of n_batch.
+
+    ``llama_batch_get_one`` lets llama.cpp number positions and output logits
+    for the last token of each batch (one row per batch more than the engine
+    computes: negligible next to the batch itself).
+    """
+    import llama_cpp as lib
+
+    mem = lib.llama_get_memory(engine.ctx)
+    lib.llama_memory_clear(mem, True)
+    engine.kv_tokens = []  # the engine's record must match the memory we cleared
+    size = ctypes.sizeof(lib.llama_token)
+    ptr_type = ctypes.POINTER(lib.llama_token)
+    base = ctypes.addressof(arr)
+    ctx, step = engine.ctx, engine.n_batch
+    parts = [
+        (ctypes.cast(base + off * size, ptr_type), min(step, n - off)) for off in range(0, n, step)
+    ]
+    t0 = time.perf_counter()
+    for ptr, k in parts:
+        rc = lib.llama_decode(ctx, lib.llama_batch_get_one(ptr, k))
+        if rc != 0:
+            raise ModelError(f"llama_decode failed with code {rc}")
+    ms = (time.perf_counter() - t0) * 1000
+    lib.llama_memory_clear(mem, True)
+    return ms
+
+
+def fit_quadratic(lengths: list[int], ms: list[float], n_ctx: int) -> Fit:
+    """Fit the cold prefill times; fewer than three lengths only support a line."""
+    import numpy as np
+
+    x, y = np.asarray(lengths, dtype=float), np.asarray(ms, dtype=float)
+    degree = min(2, len(set(lengths)) - 1)
+    if degree < 1:
+        return Fit(float(y.mean()), 0.0, 0.0, 0, 1.0, None, "one length: nothing to fit")
+    coef = np.polyfit(x, y, degree)
+    c, b, a = ([0.0] * (3 - len(coef)) + [float(v) for v in coef])[-3:]
+    pred = np.polyval(coef, x)
+    ss_tot = float(((y - y.mean()) ** 2).sum())
+    r2 = 1 - float(((y - pred) ** 2).sum()) / ss_tot if ss_tot > 0 else 1.0
+    if degree < 2:
+        return Fit(a, b, c, degree, r2, None, "two lengths: linear fit only, sweep further for c")
+    if c <= 0:
+        note = "c <= 0: no quadratic growth measured, attention never dominates (beyond n_ctx)"
+        return Fit(a, b, c, degree, r2, None, note)
+    l_star = b / c
+    if b <= 0:
+        note = "b <= 0: the linear term is lost in noise, L* is not meaningful"
+    elif l_star > n_ctx:
+        note = f"L* = {l_star:.0f} is beyond n_ctx ({n_ctx}): per-token work dominates"
+    else:
+        note = f"the attention term c*L^2 overtakes b*L above {l_star:.0f} tokens"
+    return Fit(a, b, c, degree, r2, l_star, note)
+
+
+def prefill_sweep(
+    settings: Settings,
+    max_len: int = 2048,
+    reps: int = 3,
+    progress: Callable[[str], None] | None = None,
+) -> PrefillReport:
+    """Time prefill of growing prompts: engine path, bare llama_decode, cached prefix."""
+    from ..llm.llama import LlamaEngine
+    from ..models import generation_model
+
+    if reps < 1:
+        raise UsageError("--reps must be at least 1")
+    model = generation_model(settings.model, settings.cache_dir)
+    engine = LlamaEngine(model, settings.n_ctx, settings.n_batch, settings.threads)
+    try:
+        lengths = sweep_lengths(max_len, engine.n_ctx)
+        tokens = bench_tokens(engine, lengths[-1])
+        arr = (engine._lib.llama_token * len(tokens))(*tokens)
+        engine._decode(tokens[:MIN_LENGTH], 0)  # warm-up: first-call allocations are not prefill
+        rows = []
+        for n in lengths:
+            if progress:
+                progress(f"{n} tokens")
+            prefix, suffix = tokens[: n - CACHED_SUFFIX], tokens[n - CACHED_SUFFIX : n]
+            engine.trim(0)
+            engine._decode(prefix, 0)
+            state = engine.save_state()
+            cold, bare, load, cached = [], [], [], []
+            for _ in range(reps):  # interleaved, so background load hits all three alike
+                engine.trim(0)
+                cold.append(_timed(lambda n=n: engine._decode(tokens[:n], 0)))
+                bare.append(_bare_prefill(engine, arr, n))
+                engine.trim(0)
+                t0 = time.perf_counter()
+                if not engine.load_state(state, prefix):
+                    raise ModelError("llama.cpp refused a state it had just saved")
+                t1 = time.perf_counter()
+                engine._decode(suffix, len(prefix))
+                t2 = time.perf_counter()
+                load.append((t1 - t0) * 1000)
+                cached.append((t2 - t0) * 1000)
+            rows.append(
+                PrefillRow(
+                    n,
+                    Stat.of(cold, n),
+                    Stat.of(bare, n),
+                    Stat.of(cached, n),
+                    statistics.median(load),
+                    len(prefix),
+                )
+            )
+        fit = fit_quadratic(lengths, [r.cold.ms for r in rows], engine.n_ctx)
+        return PrefillReport(
+            model.name, engine.n_ctx, engine.n_batch, settings.threads, reps, rows, fit
+        )
+    finally:
+        engine.close()
+
+
+def check_plotting() -> None:
+    """Fail before a long run when the plot could not be drawn."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise UsageError("--plot needs matplotlib: pip install 'ragcli[plot]'") from None
+
+
+def plot_prefill(report: PrefillReport, path: Path) -> Path:
+    """Draw prefill ms against prompt length (log-log) for the three ways."""
+    check_plotting()
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    x = [r.tokens for r in report.rows]
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    ax.plot(x, [r.cold.ms for r in report.rows], "o-", label="cold (ragcli engine)")
+    ax.plot(x, [r.bare.ms for r in report.rows], "s--", label="bare llama_decode")
+    ax.plot(
+        x,
+        [r.cached.ms for r in report.rows],
+        "^-",
+        label=f"cached prefix + last {CACHED_SUFFIX} tokens",
+    )
+    f = report.fit
+    if f.degree >= 1:
+        import numpy as np
+
+        xs = np.geomspace(min(x), max(x), 100)
+        ax.plot(xs, f.a + f.b * xs + f.c * xs**2, ":", color="gray", label="fit a + bL + cL²")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("prompt length L (tokens)")
+    ax.set_ylabel("prefill time (ms, median)")
+    ax.set_title(
+        f"Prefill time vs prompt length — {report.model}\n"
+        f"n_ctx {report.n_ctx}, n_batch {report.n_batch}, {report.n_threads} threads, "
+        f"{report.reps} reps"
+    )
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+# -- workload ----------------------------------------------------------------
+def read_questions(path: Path) -> list[str]:
+    """Questions from a text file (one a line; # comments) or JSONL with a ``question`` field."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read questions from {path}: {exc}") from None
+    lines = [(i, ln.strip()) for i, ln in enumerate(text.splitlines(), 1) if ln.strip()]
+    jsonl = path.suffix.lower() in (".jsonl", ".ndjson") or (
+        bool(lines) and lines[0][1].startswith("{")
+    )
+    out = []
+    for i, line in lines:
+        if jsonl:
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise UsageError(f"{path}:{i}: not JSON ({exc.msg})") from None
+            q = obj.get("question") if isinstance(obj, dict) else None
+            if not isinstance(q, str) or not q.strip():
+                raise UsageError(f'{path}:{i}: no "question" string')
+            out.append(q.strip())
+        elif not line.startswith("#"):
+            out.append(line)
+    if not out:
+        raise UsageError(f"no questions in {path}")
+    return out
+
+
+TIMING_KEYS = (
+    "ttft_ms",
+    "prompt_tokens",
+    "cached_tokens",
+    "prefill_ms",
+    "cache_source",
+    "total_ms",
+)
+
+
+@dataclass
+class QuestionRun:
+    """One `rag ask --json` process."""
+
+    answer: str
+    raw_answer: str
+    reason: str
+    wall_ms: float
+    timings: dict[str, Any]
+
+    @property
+    def used_model(self) -> bool:
+        return int(self.timings.get("prompt_tokens") or 0) > 0
+
+
+@dataclass
+class PassSummary:
+    """One pass over the questions (cache off or on)."""
+
+    name: str
+    questions: int
+    model_questions: int  # prompt_tokens > 0
+    no_model_questions: int  # answered "I don't know" before the model
+    ttft_mean_ms: float
+    ttft_median_ms: float
+    wall_mean_ms: float  # whole process, as the user waits for it
+    total_mean_ms: float  # ask's own total_ms
+    prompt_tokens: int
+    cached_tokens: int
+    cached_share: float
+
+
+@dataclass
+class WorkloadReport:
+    index_dir: str
+    questions: list[str]
+    off: PassSummary
+    on: PassSummary
+    answers_differ: int
+    per_question: list[dict[str, Any]] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return _rounded(asdict(self))
+
+
+def summarize(name: str, runs: list[QuestionRun]) -> PassSummary:
+    """Means and medians over one pass; TTFT and cache share only where the model ran."""
+    model = [r for r in runs if r.used_model]
+    ttft = [float(r.timings["ttft_ms"]) for r in model]
+    prompt = sum(int(r.timings["prompt_tokens"]) for r in model)
+    cached = sum(int(r.timings.get("cached_tokens") or 0) for r in model)
+    return PassSummary(
+        name=name,
+        questions=len(runs),
+        model_questions=len(model),
+        no_model_questions=len(runs) - len(model),
+        ttft_mean_ms=statistics.fmean(ttft) if ttft else 0.0,
+        ttft_median_ms=statistics.median(ttft) if ttft else 0.0,
+        wall_mean_ms=statistics.fmean(r.wall_ms for r in runs) if runs else 0.0,
+        total_mean_ms=statistics.fmean(float(r.timings["total_ms"]) for r in runs) if runs else 0.0,
+        prompt_tokens=prompt,
+        cached_tokens=cached,
+        cached_share=cached / prompt if prompt else 0.0,
+    )
+
+
+def _cache_dir_for_pass(root: Path, name: str, shared: Path) -> Path:
+    """A fresh cache folder that still sees the assembled model and file digests.
+
+    Without them every pass would first rebuild the default GGUF, and the
+    first question would pay for it.
+    """
+    d = root / name
+    d.mkdir()
+    for sub in ("models", "digests"):
+        src = shared / sub
+        if src.is_dir():
+            (d / sub).symlink_to(src, target_is_directory=True)
+    return d
+
+
+def ask_in_process(question: str, index_dir: Path, cache_dir: Path, use_cache: bool) -> QuestionRun:
+    """Run `python -m ragcli ask --json` as a new process, as a script would."""
+    cmd = [sys.executable, "-m", "ragcli", "ask", "--json", "--index", str(index_dir)]
+    if not use_cache:
+        cmd.append("--no-cache")
+    cmd += ["--", question]
+    env = {**os.environ, "RAG_CACHE_DIR": str(cache_dir)}
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    wall = (time.perf_counter() - t0) * 1000
+    if proc.returncode not in (0, 1):  # 1 is "I don't know", still an answer
+        last = (proc.stderr.strip().splitlines() or ["no message"])[-1]
+        raise RagError(f"rag ask failed (exit {proc.returncode}) on {question!r}: {last}")
+    try:
+        data = json.loads(proc.stdout.strip().splitlines()[-1])
+    except (json.JSONDecodeError, IndexError):
+        raise RagError(f"rag ask printed no JSON for {question!r}") from None
+    return QuestionRun(
+        answer=data["answer"],
+        raw_answer=data.get("raw_answer", ""),
+        reason=data.get("reason", ""),
+        wall_ms=wall,
+        timings={k: data["timings"].get(k) for k in TIMING_KEYS},
+    )
+
+
+def run_workload(
+    questions: list[str],
+    settings: Settings,
+    docs: Path | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> WorkloadReport:
+    """Answer each question in a fresh process with the prefix cache off, then on.
+
+    The two runs of a question are back to back so background load hits both
+    alike; the "on" pass starts from an empty cache folder, so it includes
+    the cost of filling it.
+    """
+    from ..models import generation_model
+    from ..stores.url import open_store
+
+    index_dir = settings.index_dir
+    if docs is not None:
+        from ..index.pipeline import build_index
+
+        if progress:
+            progress(f"indexing {docs}")
+        build_index([docs], settings)
+    open_store(settings).close()  # a clear error now, not one per process
+    generation_model(settings.model, settings.cache_dir)  # assembled once, outside the timing
+    qs = [q for q in questions if q != "-"]
+    off_runs, on_runs, per_q = [], [], []
+    with tempfile.TemporaryDirectory(prefix="rag-bench-") as tmp:
+        root = Path(tmp)
+        off_dir = _cache_dir_for_pass(root, "off", settings.cache_dir)
+        on_dir = _cache_dir_for_pass(root, "on", settings.cache_dir)
+        for i, q in enumerate(qs, 1):
+            if progress:
+                progress(f"question {i}/{len(qs)}")
+            off = ask_in_process(q, index_dir, off_dir, use_cache=False)
+            on = ask_in_process(q, index_dir, on_dir, use_cache=True)
+            off_runs.append(off)
+            on_runs.append(on)
+            per_q.append(
+                {
+                    "question": q,
+                    "answer_off": off.answer,
+                    "answer_on": on.answer,
+                    "same": off.answer == on.answer,
+                    "off": off.timings,
+                    "on": on.timings,
+                }
+            )
+    return WorkloadReport(
+        index_dir=str(index_dir),
+        questions=qs,
+        off=summarize("off", off_runs),
+        on=summarize("on", on_runs),
+        answers_differ=sum(not p["same"] for p in per_q),
+        per_question=per_q,
+    )
+
+
+# -- start-up ------------------------------------------------------------------
+@dataclass
+class StartupRow:
+    """One command in fresh processes: medians over the runs."""
+
+    command: str
+    runs: int
+    wall_ms: float
+    max_rss_mb: float
+    ttft_outside_prefill_ms: float | None = None
+    process_ttft_ms: float | None = None
+    prefill_ms: float | None = None
+
+
+def run_measured(args: list[str], env: dict[str, str]) -> tuple[float, float, str]:
+    """Wall ms, peak RSS in MB (from wait4's rusage) and stdout of one fresh process."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+    out = proc.stdout.read() if proc.stdout else b""
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = (time.perf_counter() - t0) * 1000
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode not in (0, 1):
+        raise RagError(f"{' '.join(args[:3])}... failed with exit code {proc.returncode}")
+    return wall, usage.ru_maxrss / 1024, out.decode("utf-8", "replace")
+
+
+def startup_bench(index_dir: Path, question: str, runs: int = 5) -> list[StartupRow]:
+    """`rag --help`, `rag search` and `rag ask` (cache off) in fresh processes, as scripts run them."""
+    rag = [sys.executable, "-m", "ragcli"]
+    env = dict(os.environ)
+    rows = []
+    for name, args in (
+        ("rag --help", [*rag, "--help"]),
+        ("rag search", [*rag, "search", "--index", str(index_dir), question]),
+        ("rag ask --no-cache", [*rag, "ask", "--json", "--profile", "--no-cache",
+                                "--index", str(index_dir), question]),
+    ):  # fmt: skip
+        walls, rss, outside, ttft, prefill = [], [], [], [], []
+        for _ in range(runs):
+            wall, peak, out = run_measured(args, env)
+            walls.append(wall)
+            rss.append(peak)
+            if name.startswith("rag ask"):
+                prof = json.loads(out).get("profile", {})
+                if "ttft_outside_prefill_ms" in prof:
+                    outside.append(prof["ttft_outside_prefill_ms"])
+                    ttft.append(prof["process_ttft_ms"])
+                    prefill.append(prof["prefill_ms"])
+        med = statistics.median
+        rows.append(
+            StartupRow(
+                command=name,
+                runs=runs,
+                wall_ms=round(med(walls), 1),
+                max_rss_mb=round(med(rss), 1),
+                ttft_outside_prefill_ms=round(med(outside), 1) if outside else None,
+                process_ttft_ms=round(med(ttft), 1) if ttft else None,
+                prefill_ms=round(med(prefill), 1) if prefill else None,
+            )
+        )
+    return rows
+
+
+# -- index types at scale ----------------------------------------------------
+if TYPE_CHECKING:
+    import numpy as np
+
+
+@dataclass
+class IndexTypeRow:
+    """One FAISS index type at one size, built and searched the way `rag index` does."""
+
+    n: int
+    index_type: str
+    search_params: str
+    build_s: float | None  # staging + train + add (None: same index, other search setting)
+    index_mb: float  # the saved vector file (about what a writer holds in memory)
+    reader_rss_mb: float  # RSS growth of a reader: mapped file, load, then all the queries
+    load_ms: float  # opening the saved file memory-mapped, as `rag search` does
+    p50_ms: float  # one query at a time on the loaded index
+    p99_ms: float
+    recall_at_10: float  # share of the exact top 10 found
+
+
+def clustered_vectors(n: int, dim: int = 384, centres: int = 2000, seed: int = 0) -> np.ndarray:
+    """Unit vectors from a Gaussian mixture around ``centres`` random directions.
+
+    Uniform random vectors have no neighbourhoods (every point is about equally
+    far from every other), which no embedding model produces and which makes
+    any approximate index look worse than it is. The centres and their widths
+    are fixed; ``seed`` draws the points, so queries come from another seed.
+    ``centres=0`` gives the uniform worst case.
+    """
+    import numpy as np
+
+    if centres == 0:
+        x = np.random.default_rng(seed).standard_normal((n, dim), dtype=np.float32)
+        return x / np.linalg.norm(x, axis=1, keepdims=True)
+    fixed = np.random.default_rng(12345)
+    centre = fixed.standard_normal((centres, dim), dtype=np.float32)
+    centre /= np.linalg.norm(centre, axis=1, keepdims=True)
+    width = fixed.uniform(0.035, 0.07, centres).astype(np.float32)
+    rng = np.random.default_rng(seed)
+    out = np.empty((n, dim), dtype=np.float32)
+    for start in range(0, n, 100_000):
+        m = min(100_000, n - start)
+        pick = rng.integers(0, centres, m)
+        x = rng.standard_normal((m, dim), dtype=np.float32) * width[pick, None] + centre[pick]
+        x /= np.linalg.norm(x, axis=1, keepdims=True)
+        out[start : start + m] = x
+    return out
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1e6
+
+
+def _search_timed(index, queries: np.ndarray, k: int) -> tuple[list[float], np.ndarray]:
+    import numpy as np
+
+    times, found = [], np.full((len(queries), k), -1, dtype=np.int64)
+    for i in range(len(queries)):
+        t0 = time.perf_counter()
+        hits = index.search(queries[i : i + 1], k)[0]
+        times.append((time.perf_counter() - t0) * 1000)
+        found[i, : len(hits)] = [h for h, _ in hits]
+    return times, found
+
+
+def _recall(found: np.ndarray, exact: np.ndarray) -> float:
+    return sum(len(set(f) & set(e)) for f, e in zip(found, exact, strict=True)) / exact.size
+
+
+def index_types_bench(
+    sizes: list[int],
+    types: list[str],
+    n_queries: int = 1000,
+    nprobes: tuple[int, ...] = (),
+    centres: int = 2000,
+    vectors: np.ndarray | None = None,
+    queries: np.ndarray | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> list[IndexTypeRow]:
+    """Build each type at each size through :class:`ragcli.stores.folder.VectorIndex`
+    (stage flat, then ``finalize`` trains and fills the wanted type, as a commit
+    does), save it, map it back as a reader does, and time single queries.
+
+    ``types`` may hold "auto". Recall is against exact inner-product search.
+    ``nprobes`` adds search-only rows for IVF types at other nprobe values.
+    Without ``vectors``, clustered synthetic 384-d vectors (:func:`clustered_vectors`).
+    """
+    import faiss
+    import numpy as np
+
+    from ..stores.base import IndexInfo
+    from ..stores.faiss_index import VectorIndex
+
+    k = 10
+    rows: list[IndexTypeRow] = []
+    for n in sizes:
+        say = progress or (lambda _msg: None)
+        say(f"{n:,} vectors: generating and searching exactly")
+        base = clustered_vectors(n, centres=centres) if vectors is None else vectors[:n]
+        if queries is None:
+            qs = clustered_vectors(n_queries, base.shape[1], centres, seed=1)
+        else:
+            qs = queries
+        exact_index = faiss.IndexFlatIP(base.shape[1])
+        exact_index.add(base)
+        exact = exact_index.search(qs, k)[1] + 1  # positions -> the ids given below
+        del exact_index
+        ids = np.arange(1, n + 1, dtype=np.int64)
+        for spec in types:
+            say(f"{n:,} vectors: building {spec}")
+            t0 = time.perf_counter()
+            vi = VectorIndex.create(base.shape[1], "Flat")
+            vi.add(ids, base)
+            info = IndexInfo("bench", base.shape[1], 1, 0, index_spec=spec)
+            info = vi.finalize(info)
+            build_s = time.perf_counter() - t0
+            with tempfile.TemporaryDirectory() as tmp:
+                path = Path(tmp) / "vectors.faiss"
+                vi.save(path)
+                del vi
+                size_mb = path.stat().st_size / 1e6
+                rss0 = _rss_mb()
+                t0 = time.perf_counter()
+                loaded = VectorIndex.load(path, mmap=True, index_type=info.index_type)
+                load_ms = (time.perf_counter() - t0) * 1000
+                say(f"{n:,} vectors: searching {info.index_type} ({info.search_params or 'exact'})")
+                settings = [info.search_params]
+                ivf = faiss.try_extract_index_ivf(loaded._index)
+                if ivf is not None:
+                    settings += [f"nprobe={p}" for p in nprobes if f"nprobe={p}" not in settings]
+                label = f"auto: {info.index_type}" if spec == "auto" else info.index_type
+                for j, params in enumerate(settings):
+                    if params:  # "nprobe=32, held-out recall@10 0.97": the setting only
+                        setting = params.split(",")[0]
+                        faiss.ParameterSpace().set_index_parameters(loaded._index, setting)
+                    times, found = _search_timed(loaded, qs, k)
+                    rss = _rss_mb() - rss0
+                    rows.append(
+                        IndexTypeRow(
+                            n=n,
+                            index_type=label,
+                            search_params=params,
+                            build_s=round(build_s, 1) if j == 0 else None,
+                            index_mb=round(size_mb, 1),
+                            reader_rss_mb=round(rss, 1),
+                            load_ms=round(load_ms, 1),
+                            p50_ms=round(float(np.percentile(times, 50)), 2),
+                            p99_ms=round(float(np.percentile(times, 99)), 2),
+                            recall_at_10=round(_recall(found, exact), 4),
+                        )
+                    )
+                del loaded
+    return rows
+
+
+# -- ingestion throughput ------------------------------------------------------
+@dataclass
+class IngestReport:
+    """`rag index` against bare ``SentenceTransformer.encode`` on the same passages,
+    measured in one process, plus an unchanged re-run in a fresh process."""
+
+    docs: str
+    files: int
+    chunks: int
+    index_s: float
+    index_chunks_per_s: float
+    index_files_per_s: float
+    encode_s: float
+    encode_chunks_per_s: float
+    ratio: float  # indexing throughput / encode throughput
+    rerun_s: float  # `rag index` again, nothing changed, fresh process (median)
+    peak_rss_mb: float  # this process (indexing + encode) and its parsing workers
+    reps: int
+
+
+def ingest_bench(
+    docs: Path,
+    settings: Settings,
+    exclude: list[str] | None = None,
+    reps: int = 1,
+    progress: Callable[[str], None] | None = None,
+) -> IngestReport:
+    """Index ``docs`` from scratch and encode the resulting passages bare, ``reps``
+    times each, alternating; the model is loaded before either clock starts."""
+    import resource
+
+    from ..embed.base import SentenceTransformerEmbedder
+    from ..index.pipeline import build_index
+    from ..models import embedding_model
+    from ..stores.folder import IndexStore
+
+    say = progress or (lambda _msg: None)
+    exclude = exclude or []
+    embedder = SentenceTransformerEmbedder(embedding_model())
+    embedder.embed(["warm-up"])  # import torch and load the model outside the timings
+    model = embedder._load()
+    with tempfile.TemporaryDirectory(prefix="rag-bench-ingest-") as tmp:
+        s = settings.replace(index_dir=Path(tmp) / "index")
+        index_runs, encode_runs = [], []
+        report = None
+        for rep in range(reps):
+            say(f"indexing {docs} ({rep + 1}/{reps})")
+            t0 = time.perf_counter()
+            report = build_index([docs], s, rebuild=True, embedder=embedder, exclude=exclude)
+            index_runs.append(time.perf_counter() - t0)
+            store = IndexStore.open(s.index_dir)
+            texts = [c.text for c in store.all_chunks()]
+            store.close()
+            say(f"encoding the same {len(texts)} passages with SentenceTransformer.encode")
+            t0 = time.perf_counter()
+            model.encode(
+                texts, batch_size=embedder.batch_size, normalize_embeddings=True,
+                convert_to_numpy=True, show_progress_bar=False,
+            )  # fmt: skip
+            encode_runs.append(time.perf_counter() - t0)
+        say("re-running `rag index` on the unchanged tree in fresh processes")
+        args = [sys.executable, "-m", "ragcli", "index", str(docs), "--index", str(s.index_dir)]
+        for pattern in exclude:
+            args += ["--exclude", pattern]
+        reruns = [run_measured(args, dict(os.environ))[0] / 1000 for _ in range(3)]
+    assert report is not None
+    index_s, encode_s = statistics.median(index_runs), statistics.median(encode_runs)
+    n = len(texts)
+    peak = max(
+        resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+        resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss,
+    )
+    return IngestReport(
+        docs=str(docs),
+        files=report.added,
+        chunks=n,
+        index_s=round(index_s, 2),
+        index_chunks_per_s=round(n / index_s, 1),
+        index_files_per_s=round(report.added / index_s, 1),
+        encode_s=round(encode_s, 2),
+        encode_chunks_per_s=round(n / encode_s, 1),
+        ratio=round(encode_s / index_s, 3),
+        rerun_s=round(statistics.median(reruns), 2),
+        peak_rss_mb=round(peak / 1024, 1),
+        reps=reps,
+    )
+
+
+@dataclass
+class BigFileReport:
+    """`rag index` of a folder holding one large text file, in a fresh process."""
+
+    size_mb: float
+    seconds: float
+    chunks: int
+    peak_rss_mb: float  # of the `rag index` process and the children it waited for
+
+
+def write_big_text(path: Path, size_mb: int, seed: int = 0) -> None:
+    """A Markdown file of ``size_mb`` MB: sections of sentences drawn from a small
+    vocabulary, each section written several times (so many passages repeat)."""
+    import random
+
+    rng = random.Random(seed)
+    words = sample_text().split()
+    sections = []
+    for s in range(4):
+        body = "\n\n".join(
+            " ".join(rng.choice(words) for _ in range(rng.randint(20, 60))) for _ in range(12)
+        )
+        sections.append(f"## Section {s}\n\n{body}\n\n")
+    target = size_mb << 20
+    written = 0
+    with path.open("w", encoding="utf-8") as fh:
+        fh.write("# A large generated file\n\n")
+        while written < target:
+            text = rng.choice(sections)
+            fh.write(text)
+            written += len(text.encode())
+
+
+def big_file_bench(size_mb: int, progress: Callable[[str], None] | None = None) -> BigFileReport:
+    """Peak memory of `rag index` on a folder with one ``size_mb`` MB text file."""
+    say = progress or (lambda _msg: None)
+    with tempfile.TemporaryDirectory(prefix="rag-bench-big-") as tmp:
+        docs = Path(tmp) / "docs"
+        docs.mkdir()
+        big = docs / "big.md"
+        say(f"writing a {size_mb} MB text file")
+        write_big_text(big, size_mb)
+        say("indexing it in a fresh `rag index` process")
+        index_dir = Path(tmp) / "index"
+        args = [sys.executable, "-m", "ragcli", "index", str(docs), "--index", str(index_dir)]
+        args.append("--json")
+        wall, peak, out = run_measured(args, dict(os.environ))
+        report = json.loads(out)
+        return BigFileReport(
+            size_mb=round(big.stat().st_size / (1 << 20), 1),
+            seconds=round(wall / 1000, 1),
+            chunks=int(report["chunks_total"]),
+            peak_rss_mb=round(peak, 1),
+        )
+
+
+def indexed_vectors(index_dir: Path, questions: Path) -> tuple[np.ndarray, np.ndarray]:
+    """The stored vectors of an existing index, and its embedding model's vectors of the
+    questions in a `rag eval` file: real passages and real questions, for a sanity check
+    of what the synthetic vectors show."""
+    import numpy as np
+
+    from ..answer.retrieval import query_embedder
+    from ..models import embedding_model
+    from ..stores.folder import IndexStore
+
+    store = IndexStore.open(index_dir)
+    try:
+        vecs = np.ascontiguousarray(store.vectors.contents()[1], dtype=np.float32)
+        model = embedding_model(store.info.embed_model)
+    finally:
+        store.close()
+    lines = questions.read_text(encoding="utf-8").splitlines()
+    texts = [json.loads(line)["question"] for line in lines if line.strip()]
+    return vecs, np.asarray(query_embedder(model).embed(texts), dtype=np.float32)

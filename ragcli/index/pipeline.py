@@ -1,0 +1,408 @@
+"""`rag index`: bring an index up to date with a set of files and folders.
+
+The run has three stages:
+
+1. *Scan*: find the files and tell which are new or changed, by size and
+   modification time where the index can vouch for them, else by content hash.
+   Files gone from the given folders are removed.
+2. *Prepare*: read, parse and chunk the new and changed files in worker
+   processes (:func:`prepare_file`); text files too large to hold in memory
+   are streamed block by block in this process instead.
+3. *Embed and store*: embed passages in large batches (sorted by length, as
+   ``SentenceTransformer.encode`` does) and add them to the store, which
+   commits every ``commit_seconds``: a killed run keeps the files it finished.
+
+With ``ray_address`` set, stage 2 and the embedding run on Ray instead
+(:mod:`ragcli.index.ray_data`).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..config import DEFAULT_EMBED_MODEL, Settings
+from ..embed.base import Embedder, SentenceTransformerEmbedder
+from ..errors import UsageError
+from ..models import EmbeddingModelInfo, embedding_model
+from ..records import Chunk
+from ..stores.base import IndexInfo
+from ..stores.url import store_writer
+from .chunking import TokenCounter, chunk_stream
+from .prepare import PreparedFile, prepare_file, token_counter
+from .ray_data import prepare_with_ray
+from .read import (
+    STREAM_BYTES,
+    SUFFIXES,
+    discover,
+    fingerprint,
+    read_error,
+    stream_document,
+    stream_source,
+    streams,
+)
+
+if TYPE_CHECKING:
+    import numpy as np
+
+# (files done, files to index, passages embedded so far)
+Progress = Callable[[int, int, int], None]
+
+POOL_MIN_FILES = 8  # fewer files than this are parsed in this process (a pool costs ~0.5 s)
+IN_FLIGHT_PER_WORKER = 8  # parsed files waiting for the embedder, per worker: bounds memory
+
+
+@dataclass
+class IndexReport:
+    """What a run changed, for the summary line and ``--json``."""
+
+    index_dir: str
+    added: int = 0
+    updated: int = 0
+    removed: int = 0
+    unchanged: int = 0
+    chunks_embedded: int = 0
+    chunks_total: int = 0
+    files_total: int = 0
+    commits: int = 0
+    index_type: str = ""  # what the FAISS vector file holds ("" for other stores)
+    index_spec: str = ""  # what was asked for: "auto" or a factory string
+    search_params: str = ""
+    seconds: float = 0.0
+    chunks_per_s: float = 0.0  # chunks embedded per second of the whole run
+    files_per_s: float = 0.0  # new and changed files per second of the whole run
+    skipped: list[dict[str, str]] = field(default_factory=list)
+    warnings: list[dict[str, str]] = field(default_factory=list)
+
+
+def _worker_init(parent: int) -> None:
+    """Die with the indexing process: a `kill -9` of `rag index` must not leave
+    parsers running (they would also hold its stdout and stderr open)."""
+    import ctypes
+    import signal
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG (Linux)
+    except (OSError, AttributeError):
+        pass  # not Linux: workers end when they next find the pool gone
+    if os.getppid() != parent:
+        os._exit(1)  # the parent died before the line above
+
+
+def _prepare_in_worker(
+    path: Path, tokenizer_json: Path, chunk_tokens: int, chunk_overlap: int
+) -> PreparedFile:
+    return prepare_file(path, token_counter(tokenizer_json), chunk_tokens, chunk_overlap)
+
+
+def _under(path: str, roots: list[Path]) -> bool:
+    p = Path(path)
+    return any(p == r or r in p.parents for r in roots)
+
+
+def _unchanged(path: Path, stored: tuple[int, int, float] | None, sha: str | None) -> bool:
+    """Whether an indexed file is as it was: same size and mtime (when the mtime
+    is safely older than the time it was indexed), else the same content hash."""
+    if stored is None or sha is None:
+        return False
+    size, mtime_ns, indexed_at = stored
+    st = path.stat()
+    if st.st_size != size:
+        return False
+    # A file written within a second of being indexed may change again without
+    # its mtime moving (coarse clocks): only older mtimes are trusted.
+    if mtime_ns and st.st_mtime_ns == mtime_ns and mtime_ns / 1e9 < indexed_at - 1.0:
+        return True
+    return fingerprint(path).sha256 == sha
+
+
+def build_index(
+    paths: list[Path],
+    settings: Settings,
+    *,
+    rebuild: bool = False,
+    progress: Progress | None = None,
+    embedder: Embedder | None = None,
+    include: Sequence[str] = (),
+    exclude: Sequence[str] = (),
+    workers: int | None = None,
+    ray_address: str | None = None,
+    stream_bytes: int = STREAM_BYTES,
+) -> IndexReport:
+    """Index ``paths`` into the store the settings name; returns what changed.
+
+    ``include`` / ``exclude`` are globs on paths relative to each folder given
+    (see :func:`ragcli.index.read.discover`). Files that cannot be read (vanished,
+    unreadable, empty, encrypted, corrupt) are reported in ``skipped``; indexed
+    files that are now excluded or unreadable are removed from the index.
+    ``workers`` parsing processes (default: one less than the cores, at least 1);
+    text files over ``stream_bytes`` are streamed instead of read whole.
+    """
+    started = time.perf_counter()
+    model = embedding_model(settings.embed_model or DEFAULT_EMBED_MODEL)
+    found, skipped = discover(paths, include=include, exclude=exclude)
+    roots = [p.resolve() for p in paths]
+    info = IndexInfo.for_build(
+        model.name,
+        model.dim,
+        settings.chunk_tokens,
+        settings.chunk_overlap,
+        index_spec=settings.index_type,
+    )
+    report = IndexReport(index_dir=settings.store or str(settings.index_dir))
+    report.skipped = [{"path": str(s.path), "reason": s.reason} for s in skipped]
+
+    with store_writer(settings, info, rebuild=rebuild) as writer:
+        if not found and not any(_under(p, roots) for p in writer.files):
+            kinds = " ".join(sorted(SUFFIXES))
+            raise UsageError(f"no documents to index under {' '.join(map(str, paths))} ({kinds})")
+        todo: list[Path] = []
+        seen: set[str] = set()
+        for path in found:
+            key = str(path)
+            try:
+                if _unchanged(path, writer.stats.get(key), writer.files.get(key)):
+                    report.unchanged += 1
+                    seen.add(key)
+                else:
+                    todo.append(path)
+            except OSError as exc:
+                report.skipped.append({"path": key, "reason": read_error(exc)})
+        redo = {str(p) for p in todo}
+        for key in [p for p in writer.files if p not in seen and _under(p, roots)]:
+            if key not in redo:
+                writer.remove_file(key)
+                report.removed += 1
+
+        run = _Run(writer, report, settings, progress, len(todo), stream_bytes)
+        if ray_address is not None:
+            big = {p for p in todo if run.streams(p)}
+            for prepared, vectors in prepare_with_ray(
+                [p for p in todo if p not in big], settings, model, ray_address
+            ):
+                run.store(prepared, vectors)
+            todo = sorted(big)
+        embedder = embedder or SentenceTransformerEmbedder(model)
+        batch: list[PreparedFile] = []
+        pending = 0  # passages in the batch
+        for prepared in _prepared(todo, model, settings, run, embedder, workers):
+            batch.append(prepared)
+            pending += len(prepared.chunks)
+            if pending >= settings.embed_batch:
+                run.embed_and_store(batch, embedder)
+                batch, pending = [], 0
+        run.embed_and_store(batch, embedder)
+        if run.dirty or rebuild or not writer.has_commit or writer.needs_commit():
+            _return_free_memory()  # the commit may rebuild the vector index: room for it
+            run.commit()
+        report.files_total = len(writer.files)
+        report.chunks_total = writer.count_chunks()
+        if not settings.store:
+            info = writer.info
+            report.index_type, report.search_params = info.index_type, info.search_params
+            report.index_spec = info.index_spec or ""
+    report.seconds = time.perf_counter() - started
+    report.chunks_per_s = round(report.chunks_embedded / max(report.seconds, 1e-9), 1)
+    report.files_per_s = round((report.added + report.updated) / max(report.seconds, 1e-9), 1)
+    return report
+
+
+class _Run:
+    """Stage 3's bookkeeping: store prepared files, count them, commit in batches."""
+
+    def __init__(
+        self,
+        writer,
+        report: IndexReport,
+        settings: Settings,
+        progress: Progress | None,
+        n_todo: int,
+        stream_bytes: int,
+    ) -> None:
+        self.writer = writer
+        self.stream_bytes = stream_bytes
+        self.report = report
+        self.progress = progress
+        self.n_todo = n_todo
+        self.files_done = 0
+        self.commit_seconds = settings.commit_seconds
+        self.last_commit = time.monotonic()
+        self.dirty = report.removed > 0
+
+    def streams(self, path: Path) -> bool:
+        try:
+            return streams(path, path.stat().st_size, self.stream_bytes)
+        except OSError:
+            return False
+
+    def file_done(self) -> None:
+        self.files_done += 1
+        if self.progress:
+            self.progress(self.files_done, self.n_todo, self.report.chunks_embedded)
+
+    def skip(self, prepared: PreparedFile) -> None:
+        """A file that cannot be indexed (any old version of it leaves the index)."""
+        key = str(prepared.path)
+        self.report.skipped.append({"path": key, "reason": prepared.skipped or "unreadable"})
+        if key in self.writer.files:
+            self.writer.remove_file(key)
+            self.report.removed += 1
+            self.dirty = True
+        self.file_done()
+
+    def store(self, prepared: PreparedFile, vectors: np.ndarray) -> None:
+        if prepared.skipped or prepared.source is None:
+            self.skip(prepared)
+            return
+        key = str(prepared.path)
+        existed = key in self.writer.files
+        self.report.warnings.extend({"path": key, "warning": w} for w in prepared.warnings)
+        self.writer.add_file(prepared.source, prepared.chunks, vectors)
+        self.report.updated += existed
+        self.report.added += not existed
+        self.report.chunks_embedded += len(prepared.chunks)
+        self.dirty = True
+        self.file_done()
+        self.maybe_commit()
+
+    def embed_and_store(self, batch: list[PreparedFile], embedder: Embedder) -> None:
+        texts = [c.text for p in batch for c in p.chunks]
+        vectors = embed_unique(embedder, texts) if texts else None
+        offset = 0
+        for p in batch:
+            n = len(p.chunks)
+            self.store(p, vectors[offset : offset + n] if n else _empty(embedder))
+            offset += n
+
+    def maybe_commit(self) -> None:
+        if time.monotonic() - self.last_commit >= self.commit_seconds:
+            self.commit()
+
+    def commit(self) -> None:
+        self.writer.commit()
+        self.report.commits += 1
+        self.last_commit = time.monotonic()
+        self.dirty = False
+
+
+def _return_free_memory() -> None:
+    """Hand the heap pages the embedder freed back to the system (glibc only)."""
+    import contextlib
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+
+
+def embed_unique(embedder: Embedder, texts: list[str]) -> np.ndarray:
+    """Embed each distinct text once: boilerplate repeated across files (licences,
+    navigation, generated sections) costs one passage, not one per copy."""
+    unique = list(dict.fromkeys(texts))
+    vectors = embedder.embed(unique)
+    if len(unique) == len(texts):
+        return vectors
+    row = {t: i for i, t in enumerate(unique)}
+    return vectors[[row[t] for t in texts]]
+
+
+def _empty(embedder: Embedder) -> np.ndarray:
+    import numpy as np
+
+    return np.zeros((0, embedder.info.dim), dtype=np.float32)
+
+
+def _prepared(
+    todo: list[Path],
+    model: EmbeddingModelInfo,
+    settings: Settings,
+    run: _Run,
+    embedder: Embedder,
+    workers: int | None,
+) -> Iterator[PreparedFile]:
+    """Stage 2: prepared files in order; large text files are streamed straight
+    into the store here and yield nothing."""
+    tokenizer = model.path / "tokenizer.json"
+    size = (settings.chunk_tokens, settings.chunk_overlap)
+    big = {p for p in todo if run.streams(p)}
+    small = [p for p in todo if p not in big]
+    for path in todo:
+        if path in big:
+            _index_streamed(path, token_counter(tokenizer), settings, run, embedder)
+    n_workers = workers if workers is not None else max(1, (os.cpu_count() or 2) - 1)
+    if len(small) < POOL_MIN_FILES or n_workers < 1:
+        for path in small:
+            yield prepare_file(path, token_counter(tokenizer), *size)
+        return
+    yield from _parallel(small, tokenizer, size, n_workers)
+
+
+def _parallel(
+    paths: list[Path], tokenizer: Path, size: tuple[int, int], n_workers: int
+) -> Iterator[PreparedFile]:
+    """Parse in worker processes, results in input order, few waiting at a time."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    # spawn, not fork: the parent may hold torch's threads by the time a pool starts.
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(
+        n_workers, mp_context=context, initializer=_worker_init, initargs=(os.getpid(),)
+    ) as pool:
+        pending: deque = deque()
+        queue: Iterable[Path] = iter(paths)
+        for path in queue:
+            pending.append(pool.submit(_prepare_in_worker, path, tokenizer, *size))
+            if len(pending) >= n_workers * IN_FLIGHT_PER_WORKER:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+
+
+def _index_streamed(
+    path: Path, counter: TokenCounter, settings: Settings, run: _Run, embedder: Embedder
+) -> None:
+    """Hash, chunk, embed and store a file too large to read whole, a block at a time."""
+    key = str(path)
+    try:
+        source, encoding, warning = stream_source(path)
+    except OSError as exc:
+        run.skip(PreparedFile(path, None, [], skipped=read_error(exc)))
+        return
+    except ValueError as exc:
+        run.skip(PreparedFile(path, None, [], skipped=str(exc)))
+        return
+    existed = key in run.writer.files
+    if warning:
+        run.report.warnings.append({"path": key, "warning": warning})
+    run.writer.start_file(source)
+    chunks = chunk_stream(
+        stream_document(path, encoding), counter, settings.chunk_tokens, settings.chunk_overlap
+    )
+    n = 0
+    while batch := _take(chunks, settings.embed_batch):
+        run.writer.add_chunks(key, batch, embed_unique(embedder, [c.text for c in batch]))
+        n += len(batch)
+        run.report.chunks_embedded += len(batch)
+        if run.progress:
+            run.progress(run.files_done, run.n_todo, run.report.chunks_embedded)
+    run.writer.finish_file(source, n)
+    run.report.updated += existed
+    run.report.added += not existed
+    run.dirty = True
+    run.file_done()
+    run.maybe_commit()
+
+
+def _take(items: Iterator[Chunk], n: int) -> list[Chunk]:
+    out = []
+    for item in items:
+        out.append(item)
+        if len(out) >= n:
+            break
+    return out

@@ -1,0 +1,124 @@
+"""What every generation engine shares: the prompt it reads, the figures it reports,
+the protocol it follows, and the streaming rule for stop strings.
+
+Two engines implement :class:`Engine`: :class:`ragcli.llm.llama.LlamaEngine` (llama.cpp
+in this process) and :class:`ragcli.llm.remote.RemoteEngine` (an OpenAI-compatible
+server).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
+
+OnText = Callable[[str], None]
+CONTEXT = 1  # index of the document-text segment in Prompt.segments
+MAX_TOKENS = 48  # tokens an engine generates when its caller names no limit
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """Prompt text in reuse order; ``segments`` join to the full prompt."""
+
+    segments: tuple[str, str, str]
+    stop: tuple[str, ...]
+
+    @property
+    def text(self) -> str:
+        return "".join(self.segments)
+
+
+@dataclass
+class Timings:
+    """Where the time of one answer went (milliseconds unless named otherwise)."""
+
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    cache_source: str = "none"  # live (this process), disk (prefix cache) or none
+    prefill_tokens: int = 0
+    prefill_ms: float = 0.0
+    prefill_tok_s: float = 0.0
+    state_load_ms: float = 0.0
+    state_save_ms: float = 0.0
+    ttft_ms: float = 0.0
+    completion_tokens: int = 0
+    decode_ms: float = 0.0
+    decode_tok_s: float = 0.0
+    total_ms: float = 0.0
+
+    def as_dict(self) -> dict[str, float | int | str]:
+        return {k: round(v, 2) if isinstance(v, float) else v for k, v in asdict(self).items()}
+
+
+@dataclass
+class Generation:
+    text: str
+    timings: Timings
+    token_probs: list[float] = field(default_factory=list)  # the model's confidence per token
+
+
+class Engine(Protocol):
+    """A loaded model that completes prompts, one at a time."""
+
+    model: Any  # has .name
+    chat_template: str | None
+    bos: str
+    eos: str
+
+    def generate(
+        self,
+        prompt: Prompt,
+        max_tokens: int = MAX_TOKENS,
+        on_text: OnText | None = None,
+        use_cache: bool = True,
+    ) -> Generation: ...
+
+    def close(self) -> None: ...
+
+
+class StopStream:
+    """Generated text cut at the first stop string, streamed as it grows.
+
+    The last ``hold`` characters are kept back until more text shows they do not
+    begin a stop string, so a stop string never reaches ``on_text``.
+    """
+
+    def __init__(self, stop: tuple[str, ...], on_text: OnText | None) -> None:
+        self.stop = stop
+        self.on_text = on_text
+        self.hold = max((len(s) for s in stop), default=0)
+        self.text = ""
+        self.emitted = 0
+        self.stopped = False
+
+    def update(self, text: str) -> bool:
+        """Take the text so far; True once a stop string has ended it."""
+        cut = min((i for s in self.stop if (i := text.find(s)) >= 0), default=-1)
+        if cut >= 0:
+            self.text, self.stopped = text[:cut], True
+            return True
+        self.text = text
+        if self.on_text and len(text) - self.hold > self.emitted:
+            self.on_text(text[self.emitted : len(text) - self.hold])
+            self.emitted = len(text) - self.hold
+        return False
+
+    def finish(self) -> str:
+        """Stream what was held back; returns the whole text."""
+        if self.on_text and len(self.text) > self.emitted:
+            self.on_text(self.text[self.emitted :])
+            self.emitted = len(self.text)
+        return self.text
+
+
+class StatefulEngine(Protocol):
+    """An engine whose KV state can be saved and restored (what the prefix cache needs)."""
+
+    model: Any  # has .name and .digest (sha256 of the model file)
+    n_ctx: int
+    n_batch: int
+
+    def save_state(self) -> bytes: ...
+
+    def load_state(self, data: bytes, tokens: list[int]) -> bool: ...

@@ -1,0 +1,280 @@
+"""Run a prompt through llama.cpp: prefill with prefix reuse, then greedy decode.
+
+We drive ``llama_decode`` ourselves instead of ``Llama.create_completion`` so
+that we decide which tokens are evaluated: the KV cache of the longest common
+prefix is kept between questions in one process, and can be restored from
+disk (:mod:`ragcli.llm.kv_cache`) in a new one. Prefill, the cost that grows with
+prompt length, is timed on its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import itertools
+import logging
+import os
+import sys
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from ..errors import ModelError
+from ..log import debugging
+from ..models import GenerationModel
+from .base import CONTEXT, MAX_TOKENS, Generation, OnText, Prompt, StopStream, Timings
+
+if TYPE_CHECKING:
+    from .kv_cache import PrefixCache
+
+
+def common_prefix(a: list[int], b: list[int]) -> int:
+    n = min(len(a), len(b))
+    for i in range(n):
+        if a[i] != b[i]:
+            return i
+    return n
+
+
+class LlamaEngine:
+    """One loaded GGUF model and context; answers prompts one at a time."""
+
+    def __init__(
+        self,
+        model: GenerationModel,
+        n_ctx: int = 4096,
+        n_batch: int = 512,
+        n_threads: int = 0,
+        cache: PrefixCache | None = None,
+    ) -> None:
+        import llama_cpp
+
+        self._lib = llama_cpp
+        self.model = model
+        self.cache = cache
+        threads = n_threads or os.cpu_count() or 1
+        try:
+            with _quiet_native_logs():
+                self.llm = llama_cpp.Llama(
+                    model_path=str(model.path),
+                    n_ctx=n_ctx,
+                    n_batch=n_batch,
+                    n_ubatch=n_batch,
+                    n_threads=threads,
+                    n_threads_batch=threads,
+                    verbose=False,
+                    # Sliding-window layers (Gemma 3) drop old positions unless the
+                    # full cache is kept, and then a prefix cannot be trimmed and reused.
+                    swa_full=True,
+                )
+        except (ValueError, RuntimeError) as exc:
+            raise ModelError(f"cannot load model {model.path}: {exc}") from None
+        # llama.cpp reports warnings at a level llama-cpp-python maps to ERROR;
+        # they are not ours to show. Debug logging keeps them.
+        if not debugging():
+            logging.getLogger("llama-cpp-python").setLevel(logging.CRITICAL + 1)
+        self.ctx = self.llm.ctx
+        self.n_ctx = llama_cpp.llama_n_ctx(self.ctx)
+        self.n_batch = llama_cpp.llama_n_batch(self.ctx)
+        self.n_vocab = self.llm.n_vocab()
+        self._vocab = llama_cpp.llama_model_get_vocab(self.llm.model)
+        self._mem = llama_cpp.llama_get_memory(self.ctx)
+        self.n_swa = int(llama_cpp.llama_model_n_swa(self.llm.model))  # 0: no sliding window
+        self._batch = llama_cpp.llama_batch_init(self.n_batch, 0, 1)
+        for i in range(self.n_batch):
+            self._batch.n_seq_id[i] = 1
+            self._batch.seq_id[i][0] = 0
+        self.kv_tokens: list[int] = []  # tokens whose keys and values are in the cache
+        meta = self.llm.metadata
+        self.chat_template = meta.get("tokenizer.chat_template")  # base models have none
+        self.bos = self._piece(self.llm.token_bos())
+        self.eos = self._piece(self.llm.token_eos())
+
+    # -- tokens ----------------------------------------------------------
+    def _piece(self, token: int) -> str:
+        if token < 0:
+            return ""
+        return self.llm.detokenize([token], special=True).decode("utf-8", "replace")
+
+    def _segment_tokens(self, prompt: Prompt) -> list[list[int]]:
+        """Segments are tokenized apart, so a shared segment always has the same tokens.
+
+        The context segment is document text: its "<start_of_turn>"-like strings stay
+        text (special=False), so a document cannot forge chat control tokens.
+        """
+        return [
+            self.llm.tokenize(seg.encode("utf-8"), add_bos=(i == 0), special=(i != CONTEXT))
+            if seg
+            else []
+            for i, seg in enumerate(prompt.segments)
+        ]
+
+    def tokenize(self, prompt: Prompt) -> list[int]:
+        return [t for seg in self._segment_tokens(prompt) for t in seg]
+
+    def segment_ends(self, prompt: Prompt) -> list[int]:
+        """Token counts at the end of each segment: where cached states are cut."""
+        return list(itertools.accumulate(len(seg) for seg in self._segment_tokens(prompt)))
+
+    # -- low level -------------------------------------------------------
+    def _decode(self, tokens: list[int], start: int) -> None:
+        """Evaluate tokens at positions start..; logits for the last one only."""
+        b = self._batch
+        for off in range(0, len(tokens), self.n_batch):
+            part = tokens[off : off + self.n_batch]
+            for i, tok in enumerate(part):
+                b.token[i] = tok
+                b.pos[i] = start + off + i
+                b.logits[i] = 0
+            b.logits[len(part) - 1] = off + len(part) == len(tokens)
+            b.n_tokens = len(part)
+            rc = self._lib.llama_decode(self.ctx, b)
+            if rc != 0:
+                raise ModelError(f"llama_decode failed with code {rc}")
+        self.kv_tokens = self.kv_tokens[:start] + list(tokens)
+
+    def _argmax(self) -> tuple[int, float]:
+        """The most likely next token and its probability."""
+        import numpy as np
+
+        ptr = self._lib.llama_get_logits_ith(self.ctx, -1)
+        logits = np.ctypeslib.as_array(ptr, shape=(self.n_vocab,))
+        tok = int(np.argmax(logits))
+        return tok, float(1.0 / np.exp(logits - logits[tok]).sum())
+
+    def trim(self, keep: int) -> int:
+        """Drop cached positions from ``keep`` on; returns how many remain.
+
+        A sliding-window model restored from a saved state holds only the last window
+        of its windowed layers, and llama.cpp reports success when trimming below it
+        while later output is silently wrong: such a cut clears the cache instead
+        (llama-server's rule: the window must still reach back from ``keep``).
+        """
+        if keep < len(self.kv_tokens):
+            ok = bool(self._lib.llama_memory_seq_rm(self._mem, 0, keep, -1))
+            if ok and keep and self.n_swa:
+                low = self._lib.llama_memory_seq_pos_min(self._mem, 0)
+                ok = low != -1 and low <= max(0, keep - self.n_swa)
+            if not ok:
+                self._lib.llama_memory_clear(self._mem, True)
+                keep = 0
+            self.kv_tokens = self.kv_tokens[:keep]
+        return len(self.kv_tokens)
+
+    def save_state(self) -> bytes:
+        """KV state of sequence 0 (keys and values only: no logits buffer)."""
+        size = self._lib.llama_state_seq_get_size(self.ctx, 0)
+        buf = (ctypes.c_uint8 * size)()
+        n = self._lib.llama_state_seq_get_data(self.ctx, buf, size, 0)
+        if n == 0:
+            raise ModelError("llama_state_seq_get_data failed")
+        return ctypes.string_at(buf, n)
+
+    def load_state(self, data: bytes, tokens: list[int]) -> bool:
+        """Restore a saved prefix state for ``tokens``; False leaves an empty cache."""
+        self._lib.llama_memory_clear(self._mem, True)
+        self.kv_tokens = []
+        buf = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
+        if self._lib.llama_state_seq_set_data(self.ctx, buf, len(data), 0) != len(data):
+            self._lib.llama_memory_clear(self._mem, True)
+            return False
+        if self._lib.llama_memory_seq_pos_max(self._mem, 0) != len(tokens) - 1:
+            self._lib.llama_memory_clear(self._mem, True)
+            return False
+        self.kv_tokens = list(tokens)
+        return True
+
+    # -- generation ------------------------------------------------------
+    def generate(
+        self,
+        prompt: Prompt,
+        max_tokens: int = MAX_TOKENS,
+        on_text: OnText | None = None,
+        use_cache: bool = True,
+    ) -> Generation:
+        """Greedy completion of ``prompt``; streams text through ``on_text``."""
+        t = Timings()
+        started = time.perf_counter()
+        segments = self._segment_tokens(prompt)
+        tokens = [tok for seg in segments for tok in seg]
+        ends = list(itertools.accumulate(len(seg) for seg in segments))
+        t.prompt_tokens = len(tokens)
+        if len(tokens) + max_tokens > self.n_ctx:
+            raise ModelError(
+                f"prompt of {len(tokens)} tokens plus {max_tokens} to generate exceeds the "
+                f"context of {self.n_ctx}; lower -k or raise n_ctx"
+            )
+        # Reuse what is cached: at least one token must be evaluated for logits.
+        live = self.trim(common_prefix(self.kv_tokens, tokens[:-1]) if use_cache else 0)
+        t.cached_tokens, t.cache_source = live, "live" if live else "none"
+        cache = self.cache if use_cache else None
+        if cache is not None:
+            restored = cache.restore(self, tokens, ends, better_than=live)
+            if restored:
+                t.cached_tokens, t.cache_source = restored.tokens, "disk"
+                t.state_load_ms = restored.ms
+            elif len(self.kv_tokens) < live:  # a state llama.cpp refused cleared the cache
+                t.cached_tokens, t.cache_source = 0, "none"
+        t.prefill_tokens = len(tokens) - t.cached_tokens
+        # Prefill segment by segment, saving the state at each boundary the
+        # disk cache does not have yet.
+        pos = t.cached_tokens
+        for end in [*ends[:-1], len(tokens)]:
+            if end <= pos:
+                continue
+            t0 = time.perf_counter()
+            self._decode(tokens[pos:end], pos)
+            t.prefill_ms += (time.perf_counter() - t0) * 1000
+            pos = end
+            if cache is not None and end < len(tokens):
+                t.state_save_ms += cache.save(self, tokens[:end])
+        t.prefill_tok_s = t.prefill_tokens / max(t.prefill_ms / 1000, 1e-9)
+
+        out: list[int] = []
+        probs: list[float] = []
+        stream = StopStream(prompt.stop, on_text)
+        t_decode = time.perf_counter()
+        for _ in range(max_tokens):
+            tok, prob = self._argmax()
+            probs.append(prob)
+            if not out:
+                t.ttft_ms = (time.perf_counter() - started) * 1000
+            if self._lib.llama_vocab_is_eog(self._vocab, tok):
+                break
+            out.append(tok)
+            if stream.update(self.llm.detokenize(out).decode("utf-8", "ignore")):
+                break
+            self._decode([tok], len(self.kv_tokens))
+        text = stream.finish()
+        t.completion_tokens = len(out)
+        t.decode_ms = (time.perf_counter() - t_decode) * 1000
+        t.decode_tok_s = len(out) / max(t.decode_ms / 1000, 1e-9)
+        t.total_ms = (time.perf_counter() - started) * 1000
+        return Generation(text=text, timings=t, token_probs=probs)
+
+    def close(self) -> None:
+        if self._batch is not None:
+            self._lib.llama_batch_free(self._batch)
+            self._batch = None
+        self.llm.close()
+
+
+@contextlib.contextmanager
+def _quiet_native_logs() -> Iterator[None]:
+    """Silence what llama.cpp's C code writes to stderr while a model loads.
+
+    Load failures still surface, as the exception llama-cpp-python raises.
+    """
+    if debugging():
+        yield
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)

@@ -1,0 +1,150 @@
+"""What every store shares: how an index was built, the format version, the writer
+protocol and the terms a lexical search looks for.
+
+Two stores implement it: :mod:`ragcli.stores.folder` (SQLite and a FAISS file in a
+folder) and :mod:`ragcli.stores.milvus` (Milvus or Milvus Lite). :mod:`ragcli.stores.url`
+chooses between them by the ``store`` setting.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from importlib import metadata
+from typing import TYPE_CHECKING, Protocol
+
+from .. import __version__
+from ..errors import IndexMismatchError
+from ..records import Chunk, SourceFile, StoredChunk
+from .faiss_index import AUTO, check_index_type
+
+if TYPE_CHECKING:
+    import numpy as np
+
+FORMAT_VERSION = 4  # 2: BM25 full-text table; 3: PDF page of each chunk; 4: heading path
+
+# Words too common to help BM25 find a passage; FTS5 keeps them in the index.
+STOPWORDS = frozenset(
+    "a an and are as at be by can do does for from has have how i in is it its of on or that "
+    "the this to was what when where which who why will with you your".split()
+)
+
+
+def lexical_terms(query: str) -> list[str]:
+    """The words of ``query`` a BM25 search looks for, in order, stopwords left out."""
+    return [t for t in re.findall(r"\w+", query.lower()) if t not in STOPWORDS]
+
+
+def check_format(info: IndexInfo, where: str, rebuild_hint: str) -> None:
+    """Refuse an index written in another format version than this ragcli reads."""
+    if info.format_version != FORMAT_VERSION:
+        raise IndexMismatchError(
+            f"index {where} has format {info.format_version}, this ragcli reads {FORMAT_VERSION}; "
+            + rebuild_hint
+        )
+
+
+def package_version(dist: str) -> str:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+@dataclass(frozen=True)
+class IndexInfo:
+    """How an index was built. Querying it with other settings is refused."""
+
+    embed_model: str
+    embed_dim: int
+    chunk_tokens: int
+    chunk_overlap: int
+    index_type: str = "Flat"
+    format_version: int = FORMAT_VERSION
+    ragcli_version: str = __version__
+    faiss_version: str = ""
+    sentence_transformers_version: str = ""
+    # index_type is what the vector file holds; index_spec what was asked for ("auto",
+    # or a factory string); search_params are stored in the vector file too.
+    index_spec: str | None = AUTO  # None only while building: keep what the index has
+    search_params: str = ""
+
+    @classmethod
+    def for_build(
+        cls,
+        embed_model: str,
+        embed_dim: int,
+        chunk_tokens: int,
+        chunk_overlap: int,
+        index_spec: str | None = AUTO,
+    ):
+        return cls(
+            embed_model=embed_model,
+            embed_dim=embed_dim,
+            chunk_tokens=chunk_tokens,
+            chunk_overlap=chunk_overlap,
+            faiss_version=package_version("faiss-cpu"),
+            sentence_transformers_version=package_version("sentence-transformers"),
+            index_spec=None if index_spec is None else _checked_spec(index_spec, embed_dim),
+        )
+
+    def mismatch(self, other: IndexInfo) -> str | None:
+        """Why vectors built with ``other`` cannot go into this index, if they cannot."""
+        if (self.embed_model, self.embed_dim) != (other.embed_model, other.embed_dim):
+            return (
+                f"it was built with embedding model {self.embed_model} ({self.embed_dim}-d), "
+                f"not {other.embed_model} ({other.embed_dim}-d)"
+            )
+        if (self.chunk_tokens, self.chunk_overlap) != (other.chunk_tokens, other.chunk_overlap):
+            return (
+                f"it was built with chunks of {self.chunk_tokens} tokens overlapping by "
+                f"{self.chunk_overlap}, not {other.chunk_tokens}/{other.chunk_overlap}"
+            )
+        return None
+
+
+def _checked_spec(spec: str, dim: int) -> str:
+    check_index_type(spec, dim)
+    return spec
+
+
+class FileWriter:
+    """What every store's writer shares: a whole file is a start, its chunks, a finish."""
+
+    def start_file(self, source: SourceFile) -> None:
+        raise NotImplementedError
+
+    def add_chunks(self, path: str, chunks: list[Chunk], vectors: np.ndarray) -> None:
+        raise NotImplementedError
+
+    def finish_file(self, source: SourceFile, n_chunks: int) -> None:
+        raise NotImplementedError
+
+    def add_file(self, source: SourceFile, chunks: list[Chunk], vectors: np.ndarray) -> None:
+        """Replace whatever the index held for this file with these chunks."""
+        self.start_file(source)
+        self.add_chunks(str(source.path), chunks, vectors)
+        self.finish_file(source, len(chunks))
+
+
+class Store(Protocol):
+    """Read access to an index, whichever store holds it."""
+
+    info: IndexInfo
+
+    def files(self) -> dict[str, str]: ...
+
+    def count_chunks(self) -> int: ...
+
+    def dense_search(self, query: np.ndarray, k: int) -> list[tuple[int, float]]: ...
+
+    def similarity(self, query: np.ndarray, ids: list[int]) -> dict[int, float]: ...
+
+    def lexical_search(self, query: str, k: int) -> list[tuple[int, float]]: ...
+
+    def chunks(self, ids: list[int]) -> dict[int, StoredChunk]: ...
+
+    def all_chunks(self) -> Iterator[StoredChunk]: ...
+
+    def close(self) -> None: ...

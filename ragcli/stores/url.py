@@ -1,0 +1,27 @@
+"""Which store the ``store`` setting names: the folder at ``index_dir`` when it is
+empty, else Milvus (``milvus-lite://PATH.db``, ``milvus://HOST:PORT/NAME``)."""
+
+from __future__ import annotations
+
+import contextlib
+
+from ..config import Settings
+from .base import IndexInfo
+from .folder import IndexStore, IndexWriter
+from .milvus import MilvusStore, MilvusWriter, milvus_writer
+
+
+def open_store(settings: Settings) -> IndexStore | MilvusStore:
+    """The index to read: the FAISS folder at ``index_dir``, or Milvus by ``store``."""
+    if not settings.store:
+        return IndexStore.open(settings.index_dir)
+    return MilvusStore.open(settings.store)
+
+
+def store_writer(
+    settings: Settings, info: IndexInfo, rebuild: bool = False
+) -> contextlib.AbstractContextManager[IndexWriter | MilvusWriter]:
+    """The writer for the same choice as :func:`open_store` (a context manager)."""
+    if not settings.store:
+        return IndexStore.writer(settings.index_dir, info, rebuild=rebuild)
+    return milvus_writer(settings.store, info, rebuild=rebuild)
