@@ -44,11 +44,13 @@ def test_a_truncated_bundled_model_is_rebuilt(tmp_path):
     assert again.digest == good.digest
 
 
-@pytest.mark.parametrize(
-    "args", [("ask", "--model", "no-such-model", "Who?"), ("models", "pull", "no-such-model")]
-)
-def test_unknown_model_is_one_line_exit_3(tmp_path, args):
-    result = rag(*args, cwd=tmp_path)
+@pytest.mark.parametrize("command", ["ask", "pull"])
+def test_unknown_model_is_one_line_exit_3(corpus_index, command):
+    if command == "ask":
+        args = ("ask", "--index", str(corpus_index), "--model", "no-such-model", "Who won?")
+    else:
+        args = ("models", "pull", "no-such-model")
+    result = rag(*args)
     assert result.returncode == 3
     assert result.stderr.count("\n") == 1 and "no-such-model" in result.stderr
 

@@ -99,6 +99,7 @@ def _profile(t: AnswerTimings, started_ms, open_ms: float, ask_started_ms) -> di
         "open_index_ms": open_ms,
         "query_embedding_ms": t.embed_ms,
         "search_ms": t.search_ms,
+        "choosing_sentences_ms": t.focus_ms,
         "model_load_wait_ms": t.model_load_ms,
         "state_load_ms": t.state_load_ms,
         "prefill_ms": t.prefill_ms,

@@ -9,7 +9,7 @@ server).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
 OnText = Callable[[str], None]
@@ -55,7 +55,6 @@ class Timings:
 class Generation:
     text: str
     timings: Timings
-    token_probs: list[float] = field(default_factory=list)  # the model's confidence per token
 
 
 class Engine(Protocol):

@@ -133,14 +133,11 @@ class LlamaEngine:
                 raise ModelError(f"llama_decode failed with code {rc}")
         self.kv_tokens = self.kv_tokens[:start] + list(tokens)
 
-    def _argmax(self) -> tuple[int, float]:
-        """The most likely next token and its probability."""
+    def _argmax(self) -> int:
         import numpy as np
 
         ptr = self._lib.llama_get_logits_ith(self.ctx, -1)
-        logits = np.ctypeslib.as_array(ptr, shape=(self.n_vocab,))
-        tok = int(np.argmax(logits))
-        return tok, float(1.0 / np.exp(logits - logits[tok]).sum())
+        return int(np.argmax(np.ctypeslib.as_array(ptr, shape=(self.n_vocab,))))
 
     def trim(self, keep: int) -> int:
         """Drop cached positions from ``keep`` on; returns how many remain.
@@ -231,12 +228,10 @@ class LlamaEngine:
         t.prefill_tok_s = t.prefill_tokens / max(t.prefill_ms / 1000, 1e-9)
 
         out: list[int] = []
-        probs: list[float] = []
         stream = StopStream(prompt.stop, on_text)
         t_decode = time.perf_counter()
         for _ in range(max_tokens):
-            tok, prob = self._argmax()
-            probs.append(prob)
+            tok = self._argmax()
             if not out:
                 t.ttft_ms = (time.perf_counter() - started) * 1000
             if self._lib.llama_vocab_is_eog(self._vocab, tok):
@@ -250,7 +245,7 @@ class LlamaEngine:
         t.decode_ms = (time.perf_counter() - t_decode) * 1000
         t.decode_tok_s = len(out) / max(t.decode_ms / 1000, 1e-9)
         t.total_ms = (time.perf_counter() - started) * 1000
-        return Generation(text=text, timings=t, token_probs=probs)
+        return Generation(text=text, timings=t)
 
     def close(self) -> None:
         if self._batch is not None:
