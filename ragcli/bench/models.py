@@ -28,6 +28,7 @@ class ModelRow:
     abstention: float | None
     false_abstention: float | None
     eval_median_ttft_ms: float | None
+    cached_share: float | None  # of the set's prompt tokens, served from the KV cache
     ttft_cold_ms: float  # fresh process, no KV cache: from process start to the first token
     ttft_repeat_ms: float  # fresh process, the same question's prefix states on disk
     ttft_outside_prefill_ms: float  # of the cold run: what is not the model reading the prompt
@@ -65,7 +66,7 @@ def models_bench(
             ask = [*rag, "ask", "--json", "--profile", *index, "--model", name, question]
             cold, repeat, outside, rss, prefill, decode = [], [], [], [eval_rss], [], []
             for _ in range(runs):
-                _, peak, out = run_measured([*ask[:3], "--no-cache", *ask[3:]], env)
+                _, peak, out = run_measured([*ask[:4], "--no-cache", *ask[4:]], env)
                 ttft, data = _process_ttft(out)
                 cold.append(ttft)
                 outside.append(data["profile"]["ttft_outside_prefill_ms"])
@@ -84,6 +85,7 @@ def models_bench(
                 abstention=summary["abstention_accuracy"],
                 false_abstention=summary["false_abstention_rate"],
                 eval_median_ttft_ms=summary["median_ttft_ms"],
+                cached_share=summary["cached_share"],
                 ttft_cold_ms=round(med(cold), 1),
                 ttft_repeat_ms=round(med(repeat), 1),
                 ttft_outside_prefill_ms=round(med(outside), 1),

@@ -234,11 +234,11 @@ def models_command(
         return
     from rich.table import Table
 
-    table = Table("model", "accuracy", "abstention", "false abst.", "TTFT cold ms",
+    table = Table("model", "accuracy", "abstention", "false abst.", "cached", "TTFT cold ms",
                   "TTFT repeat ms", "TTFT-prefill ms", "prefill tok/s", "decode tok/s",
                   "peak RSS MB", "disk MB", title="fresh processes, medians")  # fmt: skip
     for r in rows:
-        rates = (r.accuracy, r.abstention, r.false_abstention)
+        rates = (r.accuracy, r.abstention, r.false_abstention, r.cached_share)
         table.add_row(r.model, *("-" if v is None else f"{v:.3f}" for v in rates),
                       *(f"{v:.0f}" for v in (r.ttft_cold_ms, r.ttft_repeat_ms,
                         r.ttft_outside_prefill_ms, r.prefill_tok_s)),
