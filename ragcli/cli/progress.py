@@ -40,7 +40,15 @@ def progress_line(enabled: bool) -> Iterator[OnStep | None]:
     from .common import stderr_console
 
     line = _Line()
-    with Live(line, console=stderr_console(), transient=True, refresh_per_second=8):
+    # Output to stdout while the line is up goes above it when stdout is this
+    # terminal too; else stdout is left alone (rich would copy it to stderr).
+    with Live(
+        line,
+        console=stderr_console(),
+        transient=True,
+        refresh_per_second=8,
+        redirect_stdout=sys.stdout.isatty(),
+    ):
         yield line.show
 
 

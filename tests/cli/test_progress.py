@@ -35,10 +35,12 @@ class Screen:
     launched: float
     returncode: int
 
-    def states(self) -> list[tuple[float, str]]:
-        """Progress lines, consecutive repeats dropped."""
+    def states(self, clock: bool = True) -> list[tuple[float, str]]:
+        """Progress lines, consecutive repeats dropped (``clock=False``: repeats
+        but for the elapsed time too)."""
         out: list[tuple[float, str]] = []
         for t, line in self.lines:
+            line = line if clock else CLOCK.sub("", line)
             if line.startswith(PHASES) and (not out or out[-1][1] != line):
                 out.append((t, line))
         return out
@@ -123,12 +125,7 @@ def test_index_progress_moves_every_two_seconds(tmp_path):
     # Counts alone (the clock masked): they move with each sub-batch of passages.
     counts = [line for _, line in states if line.startswith("embedding")]
     distinct_counts = {CLOCK.sub("", line).split(" passages")[0] for line in counts}
-    unclocked = [(t, CLOCK.sub("", line)) for t, line in states]
-    unclocked = [
-        s
-        for s, prev in zip(unclocked, [None, *unclocked], strict=False)
-        if s[1] != (prev or (0, ""))[1]
-    ]
+    unclocked = screen.states(clock=False)
     print(
         f"\nstates {len(states)}, max gap {max(gaps):.2f} s "
         f"({max(_gaps(unclocked, summary)):.2f} s without the clock), "
