@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..errors import UsageError
+from ..progress import OnStep, Step
 from .asker import Answer, AnswerTimings, Asker
 
 MAX_ANSWER_WORDS = 40
@@ -130,14 +131,20 @@ def _mean(xs: list[float]) -> float | None:
 
 
 def evaluate(
-    asker: Asker, items: list[QAItem], progress=None, retrieval_only: bool = False
+    asker: Asker,
+    items: list[QAItem],
+    progress: OnStep | None = None,
+    retrieval_only: bool = False,
 ) -> EvalReport:
     """Ask every question and score retrieval, answers and abstentions.
 
     ``retrieval_only`` scores hit@k and MRR without running the model (seconds,
-    not minutes), for tuning retrieval.
+    not minutes), for tuning retrieval. ``progress`` hears of each question
+    done, with the accuracy (or hit rate) so far.
     """
-    rows = []
+    rows: list[EvalRow] = []
+    if progress:
+        progress(Step("searching" if retrieval_only else "asking", 0, len(items), "questions"))
     for item in items:
         if retrieval_only:
             found = asker.retriever.search(item.question)
@@ -171,8 +178,19 @@ def evaluate(
             )
         )
         if progress:
-            progress(len(rows), len(items))
+            progress(_step(rows, len(items), retrieval_only))
     return EvalReport(summarize(rows, asker.settings.top_k, items), rows)
+
+
+def _step(rows: list[EvalRow], total: int, retrieval_only: bool) -> Step:
+    """Questions done of the set, and how well it goes so far."""
+    if retrieval_only:
+        pos = [r for r in rows if r.answerable]
+        hits = sum(r.hit_rank is not None for r in pos)
+        so_far = f"hit@k {hits / len(pos):.0%} so far" if pos else ""
+        return Step("searching", len(rows), total, "questions", detail=so_far)
+    so_far = f"accuracy {sum(r.correct for r in rows) / len(rows):.0%} so far"
+    return Step("asking", len(rows), total, "questions", detail=so_far)
 
 
 def summarize(rows: list[EvalRow], k: int, items: list[QAItem]) -> EvalSummary:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from ..config import default
 from ..errors import ExitCode
+from ..progress import Step
 from .common import (
     IndexOpt,
     JsonOpt,
@@ -17,6 +19,7 @@ from .common import (
     ModelOpt,
     NoCacheOpt,
     ProfileOpt,
+    QuietOpt,
     RetrieverOpt,
     StoreOpt,
     TopKOpt,
@@ -27,6 +30,7 @@ from .common import (
     print_profile,
     process_age_ms,
 )
+from .progress import progress_line, showing
 
 if TYPE_CHECKING:
     from ..answer.asker import AnswerTimings
@@ -57,6 +61,7 @@ def ask_command(
     no_cache: NoCacheOpt = False,
     json_out: JsonOpt = False,
     profile: ProfileOpt = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Answer QUESTION from the indexed documents, or say "I don't know" (exit 1)."""
     started_ms = process_age_ms() if profile else None
@@ -71,7 +76,7 @@ def ask_command(
     try:
         if question == "-":
             code = ExitCode.ANSWERED
-            for line in sys.stdin:
+            for line in _counted(sys.stdin, quiet):
                 if line.strip():
                     answer = asker.ask(line.strip())
                     print_json(answer.as_dict())
@@ -90,6 +95,15 @@ def ask_command(
     if report:
         print_profile(report)
     raise typer.Exit(ExitCode.ANSWERED if answer.answered else ExitCode.NOT_FOUND)
+
+
+def _counted(lines: Iterable[str], quiet: bool) -> Iterator[str]:
+    """Lines of a batch, with the questions answered so far on the progress line."""
+    with progress_line(showing(quiet=quiet)) as progress:
+        for n, line in enumerate(lines):
+            if progress:
+                progress(Step("answering", n, unit="questions"))
+            yield line
 
 
 def _profile(t: AnswerTimings, started_ms, open_ms: float, ask_started_ms) -> dict[str, float]:

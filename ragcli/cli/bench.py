@@ -2,33 +2,39 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from ..errors import ExitCode, UsageError
+from ..progress import Step
 from .common import (
     IndexOpt,
     JsonOpt,
     ModelOpt,
+    QuietOpt,
     display_path,
     handle_errors,
     print_json,
     settings,
-    stderr_console,
     stdout_console,
 )
+from .progress import progress_line, showing
 
 app = typer.Typer(
     help="Benchmark prefill and the prompt (KV) cache on this machine.", no_args_is_help=True
 )
 
 
-def _progress():
-    """Status lines on stderr, so stdout stays a table or one JSON object."""
-    console = stderr_console()
-    return lambda msg: console.print(f"[dim]… {msg}[/dim]")
+@contextmanager
+def _status(json_out: bool, quiet: bool) -> Iterator[Callable[[str], None] | None]:
+    """What the benchmark is at (which length, which step) as the progress line:
+    on a terminal only, so stdout stays a table or one JSON object."""
+    with progress_line(showing(json_out, quiet)) as progress:
+        yield (lambda msg: progress(Step(msg))) if progress else None
 
 
 @app.command("prefill")
@@ -47,13 +53,15 @@ def prefill_command(
         typer.Option("--plot", help="Also draw ms vs length into this PNG.", show_default=False),
     ] = None,
     json_out: JsonOpt = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Time prefill at 64, 128, 256, ... tokens: cold, bare llama_decode, cached prefix."""
     from ..bench.workload import check_plotting, plot_prefill, prefill_sweep
 
     if plot is not None:
         check_plotting()
-    report = prefill_sweep(settings(model=model), max_len, reps, progress=_progress())
+    with _status(json_out, quiet) as say:
+        report = prefill_sweep(settings(model=model), max_len, reps, progress=say)
     if plot is not None:
         plot_prefill(report, plot)
     if json_out:
@@ -129,12 +137,14 @@ def workload_command(
         typer.Option("--limit", min=1, help="Only the first N questions.", show_default=False),
     ] = None,
     json_out: JsonOpt = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Ask each question in a new process with the prompt cache off, then on; compare."""
     from ..bench.workload import read_questions, run_workload
 
     qs = read_questions(questions)[:limit]
-    report = run_workload(qs, settings(index_dir=index), docs, progress=_progress())
+    with _status(json_out, quiet) as say:
+        report = run_workload(qs, settings(index_dir=index), docs, progress=say)
     if json_out:
         print_json(report.as_dict())
         _exit_on_mismatch(report.answers_differ)
@@ -285,6 +295,7 @@ def index_types_command(
         typer.Option("--questions", help="`rag eval` JSONL file: the queries for --from-index."),
     ] = None,
     json_out: JsonOpt = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Build time, size, latency and recall@10 of FAISS index types on clustered 384-d vectors."""
     from dataclasses import asdict
@@ -303,16 +314,17 @@ def index_types_command(
 
         vectors, qs = indexed_vectors(from_index, questions)
         size, queries = [len(vectors)], len(qs)
-    rows = index_types_bench(
-        size or [100_000],
-        types,
-        queries,
-        tuple(nprobe or ()),
-        centres,
-        vectors=vectors,
-        queries=qs,
-        progress=_progress(),
-    )
+    with _status(json_out, quiet) as say:
+        rows = index_types_bench(
+            size or [100_000],
+            types,
+            queries,
+            tuple(nprobe or ()),
+            centres,
+            vectors=vectors,
+            queries=qs,
+            progress=say,
+        )
     if json_out:
         print_json([asdict(r) for r in rows])
         return
@@ -344,6 +356,7 @@ def ingest_command(
         typer.Option("--big-mb", min=0, help="Also index one generated file of this size (MB)."),
     ] = 0,
     json_out: JsonOpt = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Indexing throughput against bare SentenceTransformer.encode, re-run time, memory."""
     from dataclasses import asdict
@@ -352,8 +365,9 @@ def ingest_command(
 
     if not docs.is_dir():
         raise UsageError(f"{docs} is not a folder")
-    report = ingest_bench(docs, settings(), exclude or [], reps, progress=_progress())
-    big = big_file_bench(big_mb, progress=_progress()) if big_mb else None
+    with _status(json_out, quiet) as say:
+        report = ingest_bench(docs, settings(), exclude or [], reps, progress=say)
+        big = big_file_bench(big_mb, progress=say) if big_mb else None
     if json_out:
         print_json({"ingest": asdict(report), "big_file": asdict(big) if big else None})
         return

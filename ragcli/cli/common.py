@@ -72,6 +72,9 @@ RetrieverOpt = Annotated[
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
+QuietOpt = Annotated[
+    bool, typer.Option("--quiet", "-q", help="Draw no progress line on the terminal.")
+]
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Do not reuse or save KV states.")]
 LlmUrlOpt = Annotated[
     str | None,

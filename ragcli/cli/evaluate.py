@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated
@@ -15,15 +14,16 @@ from .common import (
     LlmUrlOpt,
     ModelOpt,
     NoCacheOpt,
+    QuietOpt,
     RetrieverOpt,
     StoreOpt,
     TopKOpt,
     answer_settings,
     handle_errors,
     print_json,
-    stderr_console,
     stdout_console,
 )
+from .progress import progress_line, showing
 
 
 @handle_errors
@@ -44,6 +44,7 @@ def eval_command(
     ] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="A row per question.")] = False,
     json_out: JsonOpt = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Score the current index and model on a question set."""
     from ..answer.asker import Asker
@@ -53,16 +54,8 @@ def eval_command(
     s = answer_settings(index, store, model, top_k, retriever, no_cache, llm_url)
     asker = Asker(s, preload=not retrieval_only)
     try:
-        if sys.stderr.isatty() and not json_out:
-            from rich.progress import Progress
-
-            with Progress(console=stderr_console(), transient=True) as bar:
-                task = bar.add_task("asking", total=len(items))
-                report = evaluate(
-                    asker, items, lambda done, _: bar.update(task, completed=done), retrieval_only
-                )
-        else:
-            report = evaluate(asker, items, retrieval_only=retrieval_only)
+        with progress_line(showing(json_out, quiet)) as progress:
+            report = evaluate(asker, items, progress, retrieval_only)
     finally:
         asker.close()
     if json_out:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import sys
 from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated
@@ -14,14 +13,15 @@ from .common import (
     EmbedModelOpt,
     IndexOpt,
     JsonOpt,
+    QuietOpt,
     StoreOpt,
     display_path,
     handle_errors,
     print_json,
     settings,
-    stderr_console,
     warn,
 )
+from .progress import progress_line, showing
 
 
 @handle_errors
@@ -82,6 +82,7 @@ def index_command(
         ),
     ] = None,
     json_out: JsonOpt = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Index .txt, .md, .rst, .html, .pdf and .docx files; unchanged files are skipped.
 
@@ -103,12 +104,8 @@ def index_command(
 
         check_ray(ray)
     filters = {"include": include or (), "exclude": exclude or (), "ray_address": ray}
-    if sys.stderr.isatty() and not json_out:
-        report = _with_progress(
-            lambda progress: build_index(paths, s, rebuild=rebuild, progress=progress, **filters)
-        )
-    else:
-        report = build_index(paths, s, rebuild=rebuild, **filters)
+    with progress_line(showing(json_out, quiet)) as progress:
+        report = build_index(paths, s, rebuild=rebuild, progress=progress, **filters)
     if json_out:
         print_json(asdict(report))
         return
@@ -144,33 +141,6 @@ def _check_index_type(s) -> None:
     from ..stores.faiss_index import check_index_type
 
     check_index_type(s.index_type, embedding_model(s.embed_model or DEFAULT_EMBED_MODEL).dim)
-
-
-def _with_progress(run):
-    """Run with a progress bar on stderr (only called when stderr is a terminal)."""
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeRemainingColumn,
-    )
-
-    with Progress(
-        TextColumn("indexing"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("files · {task.fields[chunks]} passages"),
-        TimeRemainingColumn(),
-        console=stderr_console(),
-        transient=True,
-    ) as bar:
-        task = bar.add_task("index", total=None, chunks=0)
-
-        def progress(done: int, total: int, chunks: int) -> None:
-            bar.update(task, completed=done, total=total, chunks=chunks)
-
-        return run(progress)
 
 
 def _where(index_dir: str) -> str:

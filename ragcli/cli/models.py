@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from ..models import CATALOG, DEFAULT_MODEL, GenerationModel, model_installed, pull_model
-from .common import JsonOpt, handle_errors, print_json, settings, stderr_console
+from ..models import CATALOG, DEFAULT_MODEL, model_installed, pull_model
+from ..progress import Step
+from .common import JsonOpt, QuietOpt, handle_errors, print_json, settings
+from .progress import progress_line, showing
 
 app = typer.Typer(
     help="The models ragcli knows by name: list them, or pull one into the model cache.",
@@ -62,27 +62,29 @@ def list_command(ctx: typer.Context, json_out: JsonOpt = False) -> None:
 @handle_errors
 def pull_command(
     names: Annotated[list[str], typer.Argument(help="Model names (see `rag models`).")],
+    quiet: QuietOpt = False,
 ) -> None:
     """Assemble each model into the model cache and check its size and sha256."""
     cache_dir = settings().cache_dir
     for name in names:
-        model = (
-            _pull_with_bar(name, cache_dir) if sys.stderr.isatty() else pull_model(name, cache_dir)
-        )
+        with progress_line(showing(quiet=quiet)) as progress:
+            model = pull_model(name, cache_dir, _bytes(name, progress) if progress else None)
         typer.echo(f"{name}: {model.path} (sha256 {model.digest[:12]}..., verified)")
 
 
-def _pull_with_bar(name: str, cache_dir: Path) -> GenerationModel:
-    """Bytes assembled and hashed, on the terminal only."""
-    from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
+def _bytes(name: str, progress):
+    """Bytes assembled and hashed, as steps of the progress line."""
+    size = CATALOG[name].size if name in CATALOG else None
 
-    with Progress(
-        f"[bold]{name}",
-        BarColumn(),
-        DownloadColumn(),
-        TimeRemainingColumn(),
-        console=stderr_console(),
-        transient=True,
-    ) as bar:
-        task = bar.add_task(name, total=CATALOG[name].size if name in CATALOG else None)
-        return pull_model(name, cache_dir, lambda done, _total: bar.update(task, completed=done))
+    def step(done: int, total: int | None) -> None:
+        progress(
+            Step(
+                f"assembling {name}",
+                done,
+                total or size or None,
+                "bytes",
+                detail="sha256 as it goes",
+            )
+        )
+
+    return step

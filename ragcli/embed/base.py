@@ -31,6 +31,11 @@ class SentenceTransformerEmbedder:
         self.batch_size = batch_size
         self._model = None
 
+    @property
+    def loaded(self) -> bool:
+        """Whether the model is in memory (loading it takes seconds: torch)."""
+        return self._model is not None
+
     def _load(self):
         if self._model is None:
             import os

@@ -30,6 +30,7 @@ from ..config import DEFAULT_EMBED_MODEL, Settings
 from ..embed.base import Embedder, SentenceTransformerEmbedder
 from ..errors import UsageError
 from ..models import EmbeddingModelInfo, embedding_model
+from ..progress import OnStep, Step
 from ..records import Chunk
 from ..stores.base import IndexInfo
 from ..stores.url import store_writer
@@ -49,9 +50,6 @@ from .read import (
 
 if TYPE_CHECKING:
     import numpy as np
-
-# (files done, files to index, passages embedded so far)
-Progress = Callable[[int, int, int], None]
 
 POOL_MIN_FILES = 8  # fewer files than this are parsed in this process (a pool costs ~0.5 s)
 IN_FLIGHT_PER_WORKER = 8  # parsed files waiting for the embedder, per worker: bounds memory
@@ -127,7 +125,7 @@ def build_index(
     settings: Settings,
     *,
     rebuild: bool = False,
-    progress: Progress | None = None,
+    progress: OnStep | None = None,
     embedder: Embedder | None = None,
     include: Sequence[str] = (),
     exclude: Sequence[str] = (),
@@ -143,9 +141,13 @@ def build_index(
     files that are now excluded or unreadable are removed from the index.
     ``workers`` parsing processes (default: one less than the cores, at least 1);
     text files over ``stream_bytes`` are streamed instead of read whole.
+    ``progress`` is called with a :class:`~ragcli.progress.Step` at each file
+    checked or parsed and each sub-batch of passages embedded.
     """
     started = time.perf_counter()
     model = embedding_model(settings.embed_model or DEFAULT_EMBED_MODEL)
+    say = progress or _silent
+    say(Step("finding files"))
     found, skipped = discover(paths, include=include, exclude=exclude)
     roots = [p.resolve() for p in paths]
     info = IndexInfo.for_build(
@@ -164,7 +166,8 @@ def build_index(
             raise UsageError(f"no documents to index under {' '.join(map(str, paths))} ({kinds})")
         todo: list[Path] = []
         seen: set[str] = set()
-        for path in found:
+        for n, path in enumerate(found):
+            say(Step("checking", n, len(found), "files"))
             key = str(path)
             try:
                 if _unchanged(path, writer.stats.get(key), writer.files.get(key)):
@@ -180,12 +183,14 @@ def build_index(
                 writer.remove_file(key)
                 report.removed += 1
 
-        run = _Run(writer, report, settings, progress, len(todo), stream_bytes)
+        run = _Run(writer, report, settings, say, len(todo), stream_bytes)
+        run.parsing()
         if ray_address is not None:
             big = {p for p in todo if run.streams(p)}
             for prepared, vectors in prepare_with_ray(
                 [p for p in todo if p not in big], settings, model, ray_address
             ):
+                run.parsed(prepared)
                 run.store(prepared, vectors)
             todo = sorted(big)
         embedder = embedder or SentenceTransformerEmbedder(model)
@@ -193,6 +198,7 @@ def build_index(
         pending = 0  # passages in the batch
         for prepared in _prepared(todo, model, settings, run, embedder, workers):
             batch.append(prepared)
+            run.parsed(prepared)
             pending += len(prepared.chunks)
             if pending >= settings.embed_batch:
                 run.embed_and_store(batch, embedder)
@@ -200,6 +206,7 @@ def build_index(
         run.embed_and_store(batch, embedder)
         if run.dirty or rebuild or not writer.has_commit or writer.needs_commit():
             _return_free_memory()  # the commit may rebuild the vector index: room for it
+            say(Step("committing", detail=f"{report.chunks_embedded:,} passages embedded"))
             run.commit()
         report.files_total = len(writer.files)
         report.chunks_total = writer.count_chunks()
@@ -221,16 +228,18 @@ class _Run:
         writer,
         report: IndexReport,
         settings: Settings,
-        progress: Progress | None,
+        say: OnStep,
         n_todo: int,
         stream_bytes: int,
     ) -> None:
         self.writer = writer
         self.stream_bytes = stream_bytes
         self.report = report
-        self.progress = progress
+        self.say = say
         self.n_todo = n_todo
         self.files_done = 0
+        self.files_parsed = 0
+        self.passages_parsed = 0
         self.commit_seconds = settings.commit_seconds
         self.last_commit = time.monotonic()
         self.dirty = report.removed > 0
@@ -243,8 +252,39 @@ class _Run:
 
     def file_done(self) -> None:
         self.files_done += 1
-        if self.progress:
-            self.progress(self.files_done, self.n_todo, self.report.chunks_embedded)
+
+    def parsing(self) -> None:
+        """Report the parsing phase: files parsed so far of those to index."""
+        found = f"{self.passages_parsed:,} passages found" if self.files_parsed else ""
+        self.say(Step("parsing", self.files_parsed, self.n_todo, "files", detail=found))
+
+    def parsed(self, prepared: PreparedFile) -> None:
+        """Count a file parsed (in a worker or here) before it is embedded."""
+        self.files_parsed += 1
+        self.passages_parsed += len(prepared.chunks)
+        self.parsing()
+
+    def load(self, embedder: Embedder) -> None:
+        """Load the embedding model as a phase of its own, so that its seconds
+        are not read as slow embedding."""
+        if isinstance(embedder, SentenceTransformerEmbedder) and not embedder.loaded:
+            self.say(Step("loading the embedding model", detail=embedder.info.name))
+            embedder.embed([])
+
+    def embedding(self, in_batch: int = 0) -> None:
+        """Report the embedding phase: passages embedded of those expected.
+
+        Until every file is parsed the total is an estimate from the passages per
+        file so far.
+        """
+        done = self.report.chunks_embedded + in_batch
+        parsed_all = self.files_parsed >= self.n_todo
+        total = self.passages_parsed
+        if not parsed_all and self.files_parsed:
+            total = round(self.passages_parsed / self.files_parsed * self.n_todo)
+        files = "" if parsed_all else f"{self.files_parsed}/{self.n_todo} files parsed"
+        total = max(total, done)
+        self.say(Step("embedding", done, total, "passages", approx=not parsed_all, detail=files))
 
     def skip(self, prepared: PreparedFile) -> None:
         """A file that cannot be indexed (any old version of it leaves the index)."""
@@ -273,7 +313,11 @@ class _Run:
 
     def embed_and_store(self, batch: list[PreparedFile], embedder: Embedder) -> None:
         texts = [c.text for p in batch for c in p.chunks]
-        vectors = embed_unique(embedder, texts) if texts else None
+        vectors = None
+        if texts:
+            self.load(embedder)
+            self.embedding()
+            vectors = embed_unique(embedder, texts, self.embedding)
         offset = 0
         for p in batch:
             n = len(p.chunks)
@@ -300,15 +344,39 @@ def _return_free_memory() -> None:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
-def embed_unique(embedder: Embedder, texts: list[str]) -> np.ndarray:
+def embed_unique(
+    embedder: Embedder, texts: list[str], progress: Callable[[int], None] | None = None
+) -> np.ndarray:
     """Embed each distinct text once: boilerplate repeated across files (licences,
-    navigation, generated sections) costs one passage, not one per copy."""
+    navigation, generated sections) costs one passage, not one per copy.
+
+    ``progress`` gets the texts done so far after each of the embedder's own
+    sub-batches, counting repeats, so that it ends at ``len(texts)``.
+    """
     unique = list(dict.fromkeys(texts))
-    vectors = embedder.embed(unique)
+    vectors = embedder.embed(unique, _scaled(progress, len(texts), len(unique)))
     if len(unique) == len(texts):
         return vectors
     row = {t: i for i, t in enumerate(unique)}
     return vectors[[row[t] for t in texts]]
+
+
+def _scaled(progress: Callable[[int], None] | None, n_texts: int, n_unique: int):
+    """The embedder's per-sub-batch counts as a running total over all texts."""
+    if progress is None or not n_unique:
+        return None
+    done = 0
+
+    def step(n: int) -> None:
+        nonlocal done
+        done += n
+        progress(round(done * n_texts / n_unique))
+
+    return step
+
+
+def _silent(_step: Step) -> None:
+    """No one is watching."""
 
 
 def _empty(embedder: Embedder) -> np.ndarray:
@@ -386,12 +454,14 @@ def _index_streamed(
     )
     n = 0
     while batch := _take(chunks, settings.embed_batch):
-        run.writer.add_chunks(key, batch, embed_unique(embedder, [c.text for c in batch]))
+        run.load(embedder)
+        run.passages_parsed += len(batch)
+        vectors = embed_unique(embedder, [c.text for c in batch], run.embedding)
+        run.writer.add_chunks(key, batch, vectors)
         n += len(batch)
         run.report.chunks_embedded += len(batch)
-        if run.progress:
-            run.progress(run.files_done, run.n_todo, run.report.chunks_embedded)
     run.writer.finish_file(source, n)
+    run.files_parsed += 1
     run.report.updated += existed
     run.report.added += not existed
     run.dirty = True
