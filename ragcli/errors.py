@@ -18,7 +18,12 @@ class ExitCode(IntEnum):
     USAGE = 2  # bad arguments, bad input files, bad settings
     INDEX_OR_MODEL = 3  # missing, broken or mismatched index or model
     FAILURE = 4  # anything unexpected: a bug; --debug shows the traceback
-    INTERRUPTED = 130
+    INTERRUPTED = 130  # Ctrl-C (SIGINT)
+    TERMINATED = 143  # SIGTERM
+
+
+class Terminated(BaseException):
+    """SIGTERM arrived; raised by the CLI's handler so a batch can stop cleanly."""
 
 
 class RagError(Exception):

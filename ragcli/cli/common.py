@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
 import os
+import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
+from typer._click import exceptions as click  # the click typer runs on (vendored)
 
 from ..config import RETRIEVERS, Settings, default, load_settings, one_of
-from ..errors import ExitCode, RagError
+from ..errors import ExitCode, RagError, Terminated
 from ..log import LOGGER, debugging
 from ..models import DEFAULT_MODEL
 
@@ -160,8 +163,12 @@ def handle_errors(fn: F) -> F:
             raise fail(str(exc), exc.exit_code) from None
         except KeyboardInterrupt:
             raise fail("interrupted", ExitCode.INTERRUPTED) from None
+        except Terminated:
+            raise fail("terminated", ExitCode.TERMINATED) from None
         except (typer.Exit, typer.Abort):
             raise
+        except click.ClickException as exc:  # a bad value found by a command itself
+            raise fail(exc.format_message(), ExitCode.USAGE) from None
         except Exception as exc:
             if debug_enabled():
                 raise
@@ -169,6 +176,21 @@ def handle_errors(fn: F) -> F:
             raise fail(message, ExitCode.FAILURE) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+@contextlib.contextmanager
+def on_sigterm() -> Iterator[None]:
+    """Turn SIGTERM into :class:`Terminated` for the block, so it ends like Ctrl-C:
+    the output written so far stays, and the exit code says what stopped it."""
+
+    def handler(signum: int, frame: object) -> None:
+        raise Terminated
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def print_json(obj: Any) -> None:

@@ -364,8 +364,8 @@ def stream_document(
         while piece := fh.readline(block_chars):
             ends = piece.endswith("\n")
             text = piece.rstrip("\n")
-            if not at_line_start and lines:
-                number -= 1  # the rest of a line cut by the read limit
+            if not at_line_start:
+                number -= 1  # the rest of a line cut by the read limit (or by a block's end)
             lines.append(text)
             line_map.append(number)
             chars += len(piece)
