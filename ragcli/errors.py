@@ -19,6 +19,7 @@ class ExitCode(IntEnum):
     INDEX_OR_MODEL = 3  # missing, broken or mismatched index or model
     FAILURE = 4  # anything unexpected: a bug; --debug shows the traceback
     INTERRUPTED = 130  # Ctrl-C (SIGINT)
+    BROKEN_PIPE = 141  # the reader of stdout went away (`rag ... | head`)
     TERMINATED = 143  # SIGTERM
 
 
@@ -50,6 +51,12 @@ class IndexCorruptError(RagError):
 
 class IndexMismatchError(RagError):
     """The index was built with other settings (embedding model, chunking)."""
+
+    exit_code = ExitCode.INDEX_OR_MODEL
+
+
+class DiskFullError(RagError):
+    """A write failed for want of space; the index is as its last commit left it."""
 
     exit_code = ExitCode.INDEX_OR_MODEL
 

@@ -28,6 +28,7 @@ from .common import (
     print_json,
     print_profile,
     process_age_ms,
+    stdin_lines,
 )
 
 if TYPE_CHECKING:
@@ -94,7 +95,7 @@ def _batch(asker) -> ExitCode:
 
     with on_sigterm():
         result = answer_lines(
-            sys.stdin.buffer, lambda q: asker.ask(q).as_dict(), print_json, debug_enabled()
+            stdin_lines(), lambda q: asker.ask(q).as_dict(), print_json, debug_enabled()
         )
     return result.code
 

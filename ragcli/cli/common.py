@@ -7,6 +7,7 @@ import functools
 import json
 import logging
 import os
+import select
 import signal
 import sys
 from collections.abc import Callable, Iterator
@@ -165,6 +166,9 @@ def handle_errors(fn: F) -> F:
             raise fail("interrupted", ExitCode.INTERRUPTED) from None
         except Terminated:
             raise fail("terminated", ExitCode.TERMINATED) from None
+        except BrokenPipeError:  # `rag ... | head`: nobody reads on, nothing to report
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            raise typer.Exit(ExitCode.BROKEN_PIPE) from None
         except (typer.Exit, typer.Abort):
             raise
         except click.ClickException as exc:  # a bad value found by a command itself
@@ -191,6 +195,31 @@ def on_sigterm() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def stdin_lines(fd: int = 0, poll_s: float = 0.25) -> Iterator[bytes]:
+    """Lines of stdin as bytes, without their newline.
+
+    Waits in short polls rather than one blocking read: a signal that another thread
+    receives does not interrupt the main thread's read, so Ctrl-C or SIGTERM on an idle
+    batch would otherwise wait for the next line.
+    """
+    pending = bytearray()
+    while True:
+        if not select.select([fd], [], [], poll_s)[0]:
+            continue
+        block = os.read(fd, 1 << 16)
+        if not block:
+            break
+        start = len(pending)
+        pending += block
+        cut = pending.rfind(b"\n", start)
+        if cut >= 0:
+            head = bytes(pending[:cut])
+            del pending[: cut + 1]
+            yield from head.split(b"\n")
+    if pending:
+        yield bytes(pending)
 
 
 def print_json(obj: Any) -> None:
