@@ -18,7 +18,7 @@ from ..conftest import CORPORA, RAG, rag
 
 LONG = os.environ.get("HYPOTHESIS_PROFILE") == "long"
 FUZZ = settings(
-    max_examples=200 if LONG else 5,
+    max_examples=int(os.environ.get("RAG_FUZZ_EXAMPLES", 200 if LONG else 5)),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
