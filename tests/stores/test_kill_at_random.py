@@ -47,7 +47,7 @@ def test_random_kills_never_break_the_index(tmp_path):
     shutil.copytree(CORPORA, docs)
     index_dir = tmp_path / "idx"
     assert rag("index", str(docs), "--index", str(index_dir)).returncode == 0  # the previous index
-    _generate(docs, 900)
+    _generate(docs, 250)
     reference = tmp_path / "reference"
     started = time.monotonic()
     done = rag("index", str(docs), "--index", str(reference))
