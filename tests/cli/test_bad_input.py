@@ -84,6 +84,8 @@ def test_a_signal_mid_batch_keeps_the_answers_so_far(workdir, sig, code):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         cwd=workdir,
+        # A shell running tests in the background ignores SIGINT, and a child would inherit that.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     proc.stdin.write(f"{MARS}\n".encode())
     proc.stdin.flush()
