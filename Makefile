@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 QUESTION ?= Who won the 2023 Cricket World Cup?
 
-.PHONY: install demo test lint format bench clean
+.PHONY: install demo test test-slow lint format bench clean
 
 install: $(STAMP)
 
@@ -34,6 +34,10 @@ test: install
 	$(BIN)/ruff format --check ragcli tests
 	$(BIN)/lint-imports
 	$(BIN)/pytest
+
+# The fault tests that take minutes: `rag index` killed at random moments, repeatedly.
+test-slow: install
+	$(BIN)/pytest -m slow
 
 lint: install
 	$(BIN)/ruff check ragcli tests

@@ -18,7 +18,13 @@ class ExitCode(IntEnum):
     USAGE = 2  # bad arguments, bad input files, bad settings
     INDEX_OR_MODEL = 3  # missing, broken or mismatched index or model
     FAILURE = 4  # anything unexpected: a bug; --debug shows the traceback
-    INTERRUPTED = 130
+    INTERRUPTED = 130  # Ctrl-C (SIGINT)
+    BROKEN_PIPE = 141  # the reader of stdout went away (`rag ... | head`)
+    TERMINATED = 143  # SIGTERM
+
+
+class Terminated(BaseException):
+    """SIGTERM arrived; raised by the CLI's handler so a batch can stop cleanly."""
 
 
 class RagError(Exception):
@@ -45,6 +51,12 @@ class IndexCorruptError(RagError):
 
 class IndexMismatchError(RagError):
     """The index was built with other settings (embedding model, chunking)."""
+
+    exit_code = ExitCode.INDEX_OR_MODEL
+
+
+class DiskFullError(RagError):
+    """A write failed for want of space; the index is as its last commit left it."""
 
     exit_code = ExitCode.INDEX_OR_MODEL
 

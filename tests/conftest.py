@@ -8,6 +8,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck
+from hypothesis import settings as hypothesis_settings
+
+# Property tests: a few dozen cases each in `make test`, thousands with HYPOTHESIS_PROFILE=long.
+_RELAXED = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow]}
+hypothesis_settings.register_profile("default", max_examples=30, **_RELAXED)
+hypothesis_settings.register_profile("long", max_examples=3000, **_RELAXED)
+hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPORA = ROOT / "corpora"

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import os
+import sys
 from typing import Annotated
 
 import typer
+from typer._click import exceptions as click  # the click typer runs on (vendored)
 
 from .. import __version__
+from ..errors import ExitCode
 from . import ask, bench, cache, chat, evaluate, index, models, search
-from .common import show_notes
+from .common import fail, show_notes
 
 app = typer.Typer(
     name="rag",
@@ -51,4 +54,17 @@ app.add_typer(bench.app, name="bench")
 
 
 def main() -> None:
-    app()
+    """Run `rag`; a bad command line is one stderr line with a hint, like every other error."""
+    try:
+        code = app(standalone_mode=False)
+    except click.NoArgsIsHelpError as exc:  # bare `rag`: the help, as before
+        sys.stdout.write(exc.ctx.get_help() + "\n")
+        code = ExitCode.USAGE
+    except click.UsageError as exc:
+        hint = f" (see: {exc.ctx.command_path} -h)" if exc.ctx else ""
+        code = fail(exc.format_message() + hint, ExitCode.USAGE).exit_code
+    except click.ClickException as exc:
+        code = fail(exc.format_message(), ExitCode.USAGE).exit_code
+    except typer.Abort:  # Ctrl-C while click itself was prompting or parsing
+        code = fail("interrupted", ExitCode.INTERRUPTED).exit_code
+    sys.exit(code or 0)

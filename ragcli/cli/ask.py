@@ -24,11 +24,14 @@ from .common import (
     StoreOpt,
     TopKOpt,
     answer_settings,
+    debug_enabled,
     display_path,
     handle_errors,
+    on_sigterm,
     print_json,
     print_profile,
     process_age_ms,
+    stdin_lines,
 )
 from .progress import progress_line, showing
 
@@ -66,7 +69,10 @@ def ask_command(
     """Answer QUESTION from the indexed documents, or say "I don't know" (exit 1)."""
     started_ms = process_age_ms() if profile else None
     from ..answer.asker import Asker
+    from ..answer.batch import check_question
 
+    if question != "-":
+        question = check_question(question)  # before any model loads: a usage error is quick
     s = answer_settings(
         index, store, model, top_k, retriever, no_cache, llm_url, max_tokens=max_tokens
     )
@@ -75,16 +81,7 @@ def ask_command(
     open_ms = (time.perf_counter() - t0) * 1000
     try:
         if question == "-":
-            code = ExitCode.ANSWERED
-            for line in _counted(sys.stdin, quiet):
-                if line.strip():
-                    answer = asker.ask(line.strip())
-                    print_json(answer.as_dict())
-                    if not answer.answered:
-                        code = ExitCode.NOT_FOUND
-            raise typer.Exit(code)
-        if not question.strip():
-            raise typer.BadParameter("the question is empty", param_hint="QUESTION")
+            raise typer.Exit(_batch(asker, quiet))
         ask_started_ms = process_age_ms() if profile else None
         answer = asker.ask(question) if json_out else show_answer(asker, question)
     finally:
@@ -97,13 +94,27 @@ def ask_command(
     raise typer.Exit(ExitCode.ANSWERED if answer.answered else ExitCode.NOT_FOUND)
 
 
-def _counted(lines: Iterable[str], quiet: bool) -> Iterator[str]:
+def _counted(lines: Iterable[bytes], quiet: bool) -> Iterator[bytes]:
     """Lines of a batch, with the questions answered so far on the progress line."""
     with progress_line(showing(quiet=quiet)) as progress:
         for n, line in enumerate(lines):
             if progress:
                 progress(Step("answering", n, unit="questions"))
             yield line
+
+
+def _batch(asker, quiet: bool) -> ExitCode:
+    """Answer stdin line by line; SIGTERM stops it like Ctrl-C, with the answers out."""
+    from ..answer.batch import answer_lines
+
+    with on_sigterm():
+        result = answer_lines(
+            _counted(stdin_lines(), quiet),
+            lambda q: asker.ask(q).as_dict(),
+            print_json,
+            debug_enabled(),
+        )
+    return result.code
 
 
 def _profile(t: AnswerTimings, started_ms, open_ms: float, ask_started_ms) -> dict[str, float]:

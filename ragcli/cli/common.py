@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
 import os
+import select
+import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
+from typer._click import exceptions as click  # the click typer runs on (vendored)
 
 from ..config import RETRIEVERS, Settings, default, load_settings, one_of
-from ..errors import ExitCode, RagError
+from ..errors import ExitCode, RagError, Terminated
 from ..log import LOGGER, debugging
 from ..models import DEFAULT_MODEL
 
@@ -163,8 +167,15 @@ def handle_errors(fn: F) -> F:
             raise fail(str(exc), exc.exit_code) from None
         except KeyboardInterrupt:
             raise fail("interrupted", ExitCode.INTERRUPTED) from None
+        except Terminated:
+            raise fail("terminated", ExitCode.TERMINATED) from None
+        except BrokenPipeError:  # `rag ... | head`: nobody reads on, nothing to report
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            raise typer.Exit(ExitCode.BROKEN_PIPE) from None
         except (typer.Exit, typer.Abort):
             raise
+        except click.ClickException as exc:  # a bad value found by a command itself
+            raise fail(exc.format_message(), ExitCode.USAGE) from None
         except Exception as exc:
             if debug_enabled():
                 raise
@@ -172,6 +183,46 @@ def handle_errors(fn: F) -> F:
             raise fail(message, ExitCode.FAILURE) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+@contextlib.contextmanager
+def on_sigterm() -> Iterator[None]:
+    """Turn SIGTERM into :class:`Terminated` for the block, so it ends like Ctrl-C:
+    the output written so far stays, and the exit code says what stopped it."""
+
+    def handler(signum: int, frame: object) -> None:
+        raise Terminated
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def stdin_lines(fd: int = 0, poll_s: float = 0.25) -> Iterator[bytes]:
+    """Lines of stdin as bytes, without their newline.
+
+    Waits in short polls rather than one blocking read: a signal that another thread
+    receives does not interrupt the main thread's read, so Ctrl-C or SIGTERM on an idle
+    batch would otherwise wait for the next line.
+    """
+    pending = bytearray()
+    while True:
+        if not select.select([fd], [], [], poll_s)[0]:
+            continue
+        block = os.read(fd, 1 << 16)
+        if not block:
+            break
+        start = len(pending)
+        pending += block
+        cut = pending.rfind(b"\n", start)
+        if cut >= 0:
+            head = bytes(pending[:cut])
+            del pending[: cut + 1]
+            yield from head.split(b"\n")
+    if pending:
+        yield bytes(pending)
 
 
 def print_json(obj: Any) -> None:

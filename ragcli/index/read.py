@@ -178,6 +178,9 @@ def discover(
         if not stat.S_ISREG(mode):
             skipped.append(Skipped(path, "not a regular file"))
             return
+        if not _is_text(str(resolved)):
+            skipped.append(Skipped(path, "its name is not valid UTF-8 (rename it to index it)"))
+            return
         found.add(resolved)
 
     for root in paths:
@@ -219,6 +222,16 @@ def discover(
                     continue
                 take(here / name)
     return sorted(found), skipped
+
+
+def _is_text(name: str) -> bool:
+    """Whether a path decoded from the file system is valid text: the index stores
+    paths as UTF-8, and undecodable bytes reach Python as lone surrogates."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def fingerprint(path: Path) -> SourceFile:
@@ -364,8 +377,8 @@ def stream_document(
         while piece := fh.readline(block_chars):
             ends = piece.endswith("\n")
             text = piece.rstrip("\n")
-            if not at_line_start and lines:
-                number -= 1  # the rest of a line cut by the read limit
+            if not at_line_start:
+                number -= 1  # the rest of a line cut by the read limit (or by a block's end)
             lines.append(text)
             line_map.append(number)
             chars += len(piece)

@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import fcntl
 import json
+import shutil
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -26,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import (
+    DiskFullError,
     IndexCorruptError,
     IndexLockedError,
     IndexMismatchError,
@@ -91,15 +94,16 @@ class IndexStore:
         db_path = root / DB_NAME
         if not db_path.is_file():
             raise IndexMissingError(f"no index at {root}: run `rag index PATH` first")
-        db = _connect(db_path)
-        return cls(root, db, _read_info(db, root))
+        with _disk_full_as_error(root):
+            db = _connect(db_path)
+            return cls(root, db, _read_info(db, root))
 
     @classmethod
     @contextlib.contextmanager
     def writer(cls, root: Path, info: IndexInfo, rebuild: bool = False) -> Iterator[IndexWriter]:
         """Hold the index's lock and yield a writer; nothing is visible until commit."""
         root.mkdir(parents=True, exist_ok=True)
-        with _lock(root):
+        with _disk_full_as_error(root), _lock(root):
             db = _open_for_write(root / DB_NAME, rebuild)
             try:
                 existing = None if rebuild or not _has_meta(db) else _read_info(db, root)
@@ -281,6 +285,35 @@ class IndexWriter(FileWriter):
             if stale.name != gen:
                 stale.unlink(missing_ok=True)
         self._db.execute("BEGIN IMMEDIATE")  # the next batch; dropped if nothing follows
+
+
+LOW_SPACE = 1 << 20  # bytes free below which a failed write is taken for a full disk
+
+
+@contextlib.contextmanager
+def _disk_full_as_error(root: Path) -> Iterator[None]:
+    """Say "disk full" when a write failed for want of space, not "unreadable, rebuild"
+    (a rebuild would not help) or a bug; the last commit is untouched either way."""
+    try:
+        yield
+    except (OSError, sqlite3.DatabaseError, RuntimeError, IndexCorruptError) as exc:
+        if not _disk_full(root, exc):
+            raise
+        raise DiskFullError(
+            f"no space left on the disk of {root}: the index is as its last commit left it; "
+            "free some space and run again"
+        ) from None
+
+
+def _disk_full(root: Path, exc: BaseException) -> bool:
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    if any(s in str(exc) for s in ("disk is full", "No space left")):
+        return True
+    try:  # sqlite and faiss often say only "disk I/O error" or "write failed"
+        return shutil.disk_usage(root).free < LOW_SPACE
+    except OSError:
+        return False
 
 
 def _connect(path: Path) -> sqlite3.Connection:
