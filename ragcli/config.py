@@ -44,10 +44,8 @@ class Settings:
     n_batch: int = 512
     n_threads: int = 0  # 0: one per core
     max_tokens: int = 24
-    # The model reads the context_sentences best sentences (with their neighbours) of the
-    # context_passages best passages; None: by model (answer.asker.context_size).
-    context_passages: int | None = None
-    context_sentences: int | None = None
+    context_passages: int = 4  # the model reads sentences of this many best passages ...
+    context_sentences: int = 8  # ... the ones closest to the question, with their neighbours
     min_score: float = 0.42  # best sentence similarity below this: "I don't know", no model
     min_support: float = 0.5  # share of answer words that must occur in the passages
     cache_dir: Path = field(default_factory=_default_cache_dir)
@@ -67,14 +65,13 @@ class Settings:
             "n_ctx",
             "n_batch",
             "max_tokens",
+            "context_passages",
+            "context_sentences",
             "cache_max_bytes",
             "embed_batch",
         )
         for name in positive:
             if getattr(self, name) <= 0:
-                raise ConfigError(f"setting {name} must be positive, got {getattr(self, name)}")
-        for name in ("context_passages", "context_sentences"):
-            if getattr(self, name) is not None and getattr(self, name) <= 0:
                 raise ConfigError(f"setting {name} must be positive, got {getattr(self, name)}")
         if not 0 <= self.chunk_overlap < self.chunk_tokens:
             raise ConfigError("setting chunk_overlap must be >= 0 and smaller than chunk_tokens")
@@ -163,7 +160,7 @@ def _coerce(name: str, value: Any, source: str) -> Any:
             if str(value).lower() in ("0", "false", "no", "off"):
                 return False
             raise ValueError(value)
-        if kind in ("int", "int | None"):
+        if kind == "int":
             if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
                 raise ValueError(value)
             return int(value)

@@ -92,21 +92,6 @@ def _model_name(s: Settings) -> str:
     return Path(s.model).name
 
 
-def context_size(s: Settings) -> tuple[int, int]:
-    """Passages and sentences the model reads: (3, 4) for a base model, (4, 8) for the others.
-
-    The 270M base model copies an answer best from a few sentences and loses accuracy with
-    more; the 1.5B instruct model finds more answers in the wider context (docs/BENCHMARKS.md).
-    A server (``llm_url``) gets the base model's completion prompt, so its context too.
-    """
-    base = (
-        bool(s.llm_url)
-        or CATALOG.get(s.model or DEFAULT_MODEL, CATALOG[DEFAULT_MODEL]).prompt == "completion"
-    )
-    passages, keep = (3, 4) if base else (4, 8)
-    return s.context_passages or passages, s.context_sentences or keep
-
-
 class Asker:
     """Answers questions against one index with one model."""
 
@@ -186,7 +171,9 @@ class Asker:
             )
 
         t0 = time.perf_counter()
-        chosen = focus(question, hits, self.retriever.embedder, *context_size(s))
+        chosen = focus(
+            question, hits, self.retriever.embedder, s.context_passages, s.context_sentences
+        )
         timings.focus_ms = round((time.perf_counter() - t0) * 1000, 2)
         if not chosen.sentences or chosen.best_similarity < s.min_score:
             return answer(IDK, "", "no_relevant_passages")
