@@ -129,6 +129,14 @@ class IndexStore:
             self._vectors = _load_vectors(self._db, self.root, mmap=True)
         return self._vectors
 
+    def generation(self) -> str:
+        """The vector file the last commit named (a new name on every commit)."""
+        try:
+            row = self._db.execute("SELECT value FROM meta WHERE key = 'vectors'").fetchone()
+        except sqlite3.DatabaseError as exc:
+            raise IndexCorruptError(f"index {self.root} is unreadable ({exc}); {_REBUILD}") from None
+        return row[0] if row else ""
+
     def files(self) -> dict[str, str]:
         """Indexed file path -> content sha256."""
         return dict(self._db.execute("SELECT path, sha256 FROM files"))

@@ -249,6 +249,11 @@ class MilvusStore:
     def close(self) -> None:
         self._conn.close()
 
+    def generation(self) -> str:
+        """The committed generation number in the state row now."""
+        state = _state(self._client, self.target)
+        return str(state["gen"]) if state else ""
+
     def files(self) -> dict[str, str]:
         """Indexed file path -> content sha256 (the newest committed row of each path)."""
         out = {}
