@@ -55,7 +55,8 @@ $(PYDOCS):
 	apt-get install -y -q python3.11-doc || (apt-get update -q && apt-get install -y -q python3.11-doc)
 
 bench: install $(PYDOCS)
-	$(BIN)/rag bench prefill --max-len 4096 --reps 3 --plot docs/prefill.png
+	$(BIN)/rag bench prefill --model qwen2.5-coder-1.5b --model gemma-3-270m --max-len 4096 \
+		--reps auto --plot docs/prefill.png --markdown docs/BENCHMARKS.md
 	$(BIN)/rag bench workload ../shared/eval/pydocs-dev.jsonl --docs ../shared/eval/pydocs --index .rag-pydocs
 	$(BIN)/rag bench models ../shared/eval/pydocs-dev.jsonl --index .rag-pydocs
 	$(BIN)/rag index corpora

@@ -9,18 +9,19 @@ from typing import Annotated
 
 import typer
 
+from ..bench import prefill
 from ..errors import ExitCode, UsageError
 from ..progress import Step
 from .common import (
     IndexOpt,
     JsonOpt,
-    ModelOpt,
     QuietOpt,
     display_path,
     handle_errors,
     print_json,
     settings,
     stdout_console,
+    warn,
 )
 from .progress import progress_line, showing
 
@@ -37,85 +38,125 @@ def _status(json_out: bool, quiet: bool) -> Iterator[Callable[[str], None] | Non
         yield (lambda msg: progress(Step(msg))) if progress else None
 
 
+def _reps(value: str) -> int | None:
+    """--reps: a count, or "auto" (None) to repeat a length until it settles."""
+    if value.strip().lower() == "auto":
+        return None
+    try:
+        n = int(value)
+    except ValueError:
+        raise typer.BadParameter("a positive count, or auto") from None
+    if n < 1:
+        raise typer.BadParameter("a positive count, or auto")
+    return n
+
+
+def _cell(s) -> str:
+    return f"{s.ms:,.0f}\n{s.min_ms:,.0f}-{s.max_ms:,.0f}"
+
+
 @app.command("prefill")
 @handle_errors
 def prefill_command(
-    model: ModelOpt = None,
+    models: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--model",
+            metavar="NAME|PATH",
+            help="A model of `rag models` or a GGUF file; repeat to sweep several in one run "
+            "(default: the configured model).",
+            show_default=False,
+        ),
+    ] = None,
     max_len: Annotated[
         int,
-        typer.Option("--max-len", min=64, help="Longest prompt in tokens (capped at n_ctx-16)."),
+        typer.Option(
+            "--max-len", min=64, help="Longest prompt in tokens (the context is sized to it)."
+        ),
     ] = 2048,
     reps: Annotated[
-        int, typer.Option("--reps", min=1, help="Repetitions per length (median).")
-    ] = 3,
+        str,
+        typer.Option(
+            "--reps",
+            help=f"Repetitions per length, or auto: {prefill.MIN_AUTO_REPS} and more until the "
+            f"spread is under {prefill.SPREAD_LIMIT:.0%} (at most {prefill.MAX_AUTO_REPS}).",
+        ),
+    ] = "3",
     plot: Annotated[
         Path | None,
-        typer.Option("--plot", help="Also draw ms vs length into this PNG.", show_default=False),
+        typer.Option(
+            "--plot", help="Also draw the two-panel picture into this PNG.", show_default=False
+        ),
+    ] = None,
+    markdown: Annotated[
+        Path | None,
+        typer.Option(
+            "--markdown",
+            help=f"Also write the table into the {prefill.MARK_START} section of this file.",
+            show_default=False,
+        ),
     ] = None,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
     """Time prefill at 64, 128, 256, ... tokens: cold, bare llama_decode, cached prefix."""
-    from ..bench.workload import check_plotting, plot_prefill, prefill_sweep
+    import shlex
+    import sys
 
+    n_reps = _reps(reps)
     if plot is not None:
-        check_plotting()
+        prefill.check_plotting()
+    if markdown is not None:
+        prefill.check_markdown(markdown)
+    command = shlex.join(["rag", *sys.argv[1:]])
     with _status(json_out, quiet) as say:
-        report = prefill_sweep(settings(model=model), max_len, reps, progress=say)
+        run = prefill.prefill_run(settings(), models or [], max_len, n_reps, say, command)
     if plot is not None:
-        plot_prefill(report, plot)
+        prefill.plot_prefill(run, plot)
+    if markdown is not None:
+        prefill.write_markdown(run, markdown, plot)
+    for report in run.reports:
+        if not report.verdict.ok:
+            warn(f"{report.model}: {report.verdict.message}")
     if json_out:
-        out = report.as_dict()
+        out = run.as_dict()
         if plot is not None:
             out["plot"] = str(plot)
         print_json(out)
         return
     from rich.table import Table
 
-    table = Table(
-        title=f"Prefill, {report.model} (n_ctx {report.n_ctx}, n_batch {report.n_batch}, "
-        f"{report.n_threads} threads, median of {report.reps})"
-    )
-    for col in (
-        "L",
-        "cold\nms",
-        "cold\ntok/s",
-        "cold\nms/tok",
-        "bare\nms",
-        "bare\ntok/s",
-        "over-\nhead",
-        "load\nms",
-        "cached\nms",
-        "tok/s",
-    ):
-        table.add_column(col, justify="right")
-    for r in report.rows:
-        table.add_row(
-            str(r.tokens),
-            f"{r.cold.ms:.0f}",
-            f"{r.cold.tok_s:.0f}",
-            f"{r.cold.ms_per_token:.2f}",
-            f"{r.bare.ms:.0f}",
-            f"{r.bare.tok_s:.0f}",
-            f"{r.overhead_pct:+.0f}%",
-            f"{r.cached_load_ms:.1f}",
-            f"{r.cached.ms:.0f}",
-            f"{r.cached.tok_s:.0f}",
-        )
     console = stdout_console()
-    console.print(table)
-    f = report.fit
+    for report in run.reports:
+        table = Table(
+            title=f"Prefill, {report.model} (n_ctx {report.n_ctx}, n_batch {report.n_batch}, "
+            f"{report.n_threads} threads, reps {report.reps}; median, min-max)"
+        )
+        for col in ("L", "cold ms", "cold\ntok/s", "cold\nms/tok", "bare ms", "over-\nhead",
+                    "cached ms", "largest term"):  # fmt: skip
+            table.add_column(col, justify="left" if col == "largest term" else "right")
+        for r in report.rows:
+            table.add_row(
+                str(r.tokens), _cell(r.cold), f"{r.cold.tok_s:,.0f}", f"{r.cold.ms_per_token:.2f}",
+                _cell(r.bare), f"{r.overhead_pct:+.0f}%", _cell(r.cached), r.dominant,
+            )  # fmt: skip
+        console.print(table)
+        f = report.fit
+        console.print(
+            f"fit (non-negative, cold medians, R² {f.r2:.3f}): t_ms = {f.a:.1f} + {f.b:.4g}·L "
+            f"+ {f.c:.3g}·L²; {f.note}"
+        )
+        console.print(f"noise: {report.verdict.message}")
+        console.print(
+            f"load average {report.load_before:.2f} before, {report.load_max:.2f} at most"
+        )
     console.print(
-        f"fit (cold, degree {f.degree}, R² {f.r2:.3f}): t_ms = {f.a:.2f} + {f.b:.4f}·L "
-        f"+ {f.c:.3g}·L²"
+        f"cached = restore the saved state of all but the last {prefill.CACHED_SUFFIX} tokens, "
+        "then prefill those"
     )
-    l_star = f"{f.l_star:.0f} tokens" if f.l_star is not None else "n/a"
-    console.print(f"L* = b/c = {l_star}: {f.note}")
-    console.print(
-        "cached = restore the saved state of all but the last 32 tokens, then prefill those 32"
-    )
-    if plot is not None:
-        console.print(f"plot written to {display_path(plot)}")
+    for path, what in ((plot, "plot"), (markdown, "table")):
+        if path is not None:
+            console.print(f"{what} written to {display_path(path)}")
 
 
 @app.command("workload")
