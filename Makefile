@@ -56,7 +56,7 @@ $(PYDOCS):
 
 bench: install $(PYDOCS)
 	$(BIN)/rag bench prefill --model qwen2.5-coder-1.5b --model gemma-3-270m --max-len 4096 \
-		--reps auto --plot docs/prefill.png --markdown docs/BENCHMARKS.md
+		--reps auto --plot docs/prefill.png --markdown docs/BENCHMARKS.md --json > docs/prefill.json
 	$(BIN)/rag bench workload ../shared/eval/pydocs-dev.jsonl --docs ../shared/eval/pydocs --index .rag-pydocs
 	$(BIN)/rag bench models ../shared/eval/pydocs-dev.jsonl --index .rag-pydocs
 	$(BIN)/rag index corpora

@@ -18,7 +18,7 @@ import os
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -68,7 +68,7 @@ class Stat:
     ms_per_token: float = 0.0
 
     def __post_init__(self) -> None:
-        s = self.samples_ms
+        s = self.samples_ms = [round(v, 3) for v in self.samples_ms]
         self.ms, self.min_ms, self.max_ms = statistics.median(s), min(s), max(s)
         self.spread = spread(s)
         self.tok_s = self.tokens / max(self.ms / 1000, 1e-9)
@@ -183,25 +183,37 @@ class Verdict:
 
 
 def judge(rows: Sequence[PrefillRow], limit: float = SPREAD_LIMIT) -> Verdict:
-    """Flag spread repetitions and medians that fall as prompts grow."""
-    problems = []
+    """Flag spread repetitions and medians that fall as prompts grow.
+
+    Spread alone makes some medians uncertain; a median that does not grow with the
+    length contradicts the physics, and then the fit is not to be trusted either.
+    """
+    spread_out = []
     for row in rows:
         for name in SERIES:
             s = row.series(name).spread
             if s > limit:
-                problems.append(f"{name} at {row.tokens} tokens: spread {s:.0%}")
+                spread_out.append(f"{name} at {row.tokens} tokens: spread {s:.0%}")
+    falling = []
     for name in MONOTONE_SERIES:
         for prev, row in itertools.pairwise(rows):
             if row.series(name).ms <= prev.series(name).ms:
-                problems.append(
-                    f"{name}: {row.tokens} tokens measured no slower than {prev.tokens}"
-                )
+                falling.append(f"{name}: {row.tokens} tokens measured no slower than {prev.tokens}")
+    problems = falling + spread_out
     if not problems:
         msg = f"repetitions agree (spread <= {limit:.0%}) and time grows with length"
         return Verdict(True, limit, [], msg)
-    msg = f"noisy run, do not trust it: {'; '.join(problems[:4])}"
-    if len(problems) > 4:
-        msg += f"; and {len(problems) - 4} more"
+    shown = "; ".join(problems[:4]) + (
+        f"; and {len(problems) - 4} more" if len(problems) > 4 else ""
+    )
+    if falling:
+        msg = f"noisy run, medians do not grow with length, do not trust the fit: {shown}"
+    else:
+        cells = len(rows) * len(SERIES)
+        msg = (
+            f"noisy at {len(spread_out)} of {cells} measurements (spread over {limit:.0%}, "
+            f"their medians are less certain): {shown}"
+        )
     return Verdict(False, limit, problems, msg)
 
 
@@ -240,26 +252,63 @@ class PrefillRun:
     cpu: str
     spread_limit: float = SPREAD_LIMIT
     command: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
         return all(r.verdict.ok for r in self.reports)
 
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> PrefillRun:
+        """A run back from its ``--json`` output: the repetitions as measured, the fit
+        and the verdicts worked out again from them (so a redraw cannot disagree)."""
+        try:
+            reports = []
+            for r in d["reports"]:
+                rows = [
+                    PrefillRow(
+                        row["tokens"],
+                        *(Stat(row[name]["samples_ms"], row["tokens"]) for name in SERIES),
+                        row["cached_load_ms"],
+                        row["cached_prefix_tokens"],
+                    )
+                    for row in r["rows"]
+                ]
+                fit = fit_prefill([row.tokens for row in rows], [row.cold.ms for row in rows])
+                for row in rows:
+                    row.dominant = fit.dominant(row.tokens)
+                fields = ("model", "n_ctx", "n_batch", "n_threads", "reps")
+                loads = ("load_before", "load_after", "load_max")
+                reports.append(
+                    PrefillReport(
+                        **{k: r[k] for k in fields},
+                        rows=rows,
+                        fit=fit,
+                        verdict=judge(rows),
+                        **{k: r[k] for k in loads},
+                    )
+                )
+            keys = ("started", "seconds", "cores", "cpu", "command")
+            return cls(reports=reports, **{k: d[k] for k in keys})
+        except (KeyError, TypeError, ValueError, statistics.StatisticsError) as exc:
+            raise UsageError(f"not the JSON of `rag bench prefill --json` ({exc!r})") from None
+
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["ok"] = self.ok
         d["reports"] = [r.as_dict() for r in self.reports]
-        return rounded(d)
+        # Samples are kept to the microsecond and written whole, so --replot reproduces
+        # the medians and the fit of the run exactly.
+        return rounded(d, 10)
 
 
-def rounded(obj: Any) -> Any:
+def rounded(obj: Any, digits: int = 6) -> Any:
+    """Floats to ``digits`` significant digits, all through dicts and lists, for JSON."""
     if isinstance(obj, float):
-        return float(f"{obj:.6g}")
+        return float(f"{obj:.{digits}g}")
     if isinstance(obj, dict):
-        return {k: rounded(v) for k, v in obj.items()}
+        return {k: rounded(v, digits) for k, v in obj.items()}
     if isinstance(obj, list):
-        return [rounded(v) for v in obj]
+        return [rounded(v, digits) for v in obj]
     return obj
 
 
@@ -558,22 +607,23 @@ def plot_prefill(run: PrefillRun, path: Path) -> Path:
         ax.set_xlabel("prompt length L (tokens)")
         ax.grid(True, which="both", alpha=0.3)
     per_model = len(legend) // len(run.reports)
+    noisy = [f"{r.model}: {r.verdict.message}" for r in run.reports if not r.verdict.ok]
     fig.legend(
-        [h for h, _ in legend], [t for _, t in legend],
-        loc="lower center", ncol=len(run.reports), fontsize=8, frameon=False,
+        [h for h, _ in legend], [t for _, t in legend], loc="lower center",
+        bbox_to_anchor=(0.5, 0.035 if noisy else 0.0), ncol=len(run.reports), fontsize=8,
+        frameon=False,
     )  # fmt: skip
     first = run.reports[0]
     loads = "; ".join(f"{r.model} {r.load_before:.2f} to {r.load_max:.2f}" for r in run.reports)
     fig.suptitle(
         f"Prefill against prompt length, {run.started}: {run.cores} cores, "
         f"n_batch {first.n_batch}, {first.n_threads} threads, reps {first.reps}\n"
-        f"1-minute load average during the run: {loads}",
+        f"1-minute load average during the run (its own threads included): {loads}",
         fontsize=10,
     )
-    noisy = [f"{r.model}: {r.verdict.message}" for r in run.reports if not r.verdict.ok]
-    bottom = 0.03 * per_model + (0.05 if noisy else 0.01)
+    bottom = 0.034 * per_model + (0.06 if noisy else 0.01)
     if noisy:
-        text = "NOISY RUN: " + " | ".join(noisy)
+        text = "noise: " + " | ".join(noisy)
         fig.text(0.5, 0.005, text[:220] + ("..." if len(text) > 220 else ""),
                  color="red", fontsize=8, ha="center")  # fmt: skip
     fig.tight_layout(rect=(0, bottom, 1, 0.94))

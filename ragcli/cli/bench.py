@@ -51,6 +51,15 @@ def _reps(value: str) -> int | None:
     return n
 
 
+def read_json(path: Path) -> dict:
+    import json
+
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise UsageError(f"cannot read {path} as JSON: {exc}") from None
+
+
 def _cell(s) -> str:
     return f"{s.ms:,.0f}\n{s.min_ms:,.0f}-{s.max_ms:,.0f}"
 
@@ -96,6 +105,15 @@ def prefill_command(
             show_default=False,
         ),
     ] = None,
+    replot: Annotated[
+        Path | None,
+        typer.Option(
+            "--replot",
+            help="Measure nothing: redraw --plot and --markdown from the --json output of a "
+            "run (fit and noise verdict worked out again from its repetitions).",
+            show_default=False,
+        ),
+    ] = None,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
@@ -108,9 +126,12 @@ def prefill_command(
         prefill.check_plotting()
     if markdown is not None:
         prefill.check_markdown(markdown)
-    command = shlex.join(["rag", *sys.argv[1:]])
-    with _status(json_out, quiet) as say:
-        run = prefill.prefill_run(settings(), models or [], max_len, n_reps, say, command)
+    if replot is not None:
+        run = prefill.PrefillRun.from_dict(read_json(replot))
+    else:
+        command = shlex.join(["rag", *sys.argv[1:]])
+        with _status(json_out, quiet) as say:
+            run = prefill.prefill_run(settings(), models or [], max_len, n_reps, say, command)
     if plot is not None:
         prefill.plot_prefill(run, plot)
     if markdown is not None:

@@ -168,6 +168,15 @@ def test_command_writes_json_table_and_picture_from_one_run(tmp_path: Path):
     assert "old table" not in text and "| 256 |" in text and report["model"] in text
     if "--plot" in args:
         assert png.read_bytes()[:4] == b"\x89PNG"
+    # The same table again from the run's JSON, without measuring.
+    saved, again = tmp_path / "run.json", tmp_path / "AGAIN.md"
+    saved.write_text(out.stdout)
+    again.write_text(f"{MARK_START}\n{MARK_END}\n")
+    plot_again = ["--plot", str(tmp_path / "again" / png.name)] if "--plot" in args else []
+    redo = rag("bench", "prefill", "--replot", str(saved), "--markdown", str(again), *plot_again)
+    assert redo.returncode == 0, redo.stderr
+    section = text[text.index(MARK_START) : text.index(MARK_END)]
+    assert again.read_text().startswith(section)
 
 
 def test_markdown_without_its_section_is_refused(tmp_path: Path):
@@ -177,6 +186,14 @@ def test_markdown_without_its_section_is_refused(tmp_path: Path):
     # Refused after measuring is a waste: the file is checked first.
     assert out.returncode == 2 and out.stderr.count("\n") == 1
     assert "section" in out.stderr
+
+
+def test_replot_refuses_other_json(tmp_path: Path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"reports": [{"model": "x"}]}')
+    out = rag("bench", "prefill", "--replot", str(bad))
+    assert out.returncode == 2 and out.stderr.count("\n") == 1
+    assert "rag bench prefill --json" in out.stderr
 
 
 def test_reps_must_be_a_count_or_auto():
