@@ -15,9 +15,10 @@ import itertools
 import logging
 import os
 import sys
+import threading
 import time
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ..errors import ModelError
 from ..log import debugging
@@ -62,7 +63,11 @@ class LlamaEngine:
                     n_ubatch=n_batch,
                     n_threads=threads,
                     n_threads_batch=threads,
-                    verbose=False,
+                    # Not False: then llama-cpp-python points fds 1 and 2 at /dev/null for
+                    # the whole load, which runs on a thread while `rag ask` may already
+                    # print an answer that needs no model (it was lost). What it logs is
+                    # kept off the terminal by _quiet_native_logs instead.
+                    verbose=True,
                     # Sliding-window layers (Gemma 3) drop old positions unless the
                     # full cache is kept, and then a prefix cannot be trimmed and reused.
                     swa_full=True,
@@ -254,22 +259,37 @@ class LlamaEngine:
         self.llm.close()
 
 
+class _OtherThreadsOnly:
+    """A stand-in for ``sys.stderr`` that drops what one thread writes and passes the
+    rest: the model loads on a thread while the main thread may report on stderr."""
+
+    def __init__(self, stream: TextIO, muted: int) -> None:
+        self._stream, self._muted = stream, muted
+
+    def write(self, text: str) -> int:
+        if threading.get_ident() == self._muted:
+            return len(text)
+        return self._stream.write(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
 @contextlib.contextmanager
 def _quiet_native_logs() -> Iterator[None]:
-    """Silence what llama.cpp's C code writes to stderr while a model loads.
+    """Keep what llama.cpp and llama-cpp-python log while a model loads off stderr.
 
+    Both write through Python's ``sys.stderr`` (llama.cpp's log callback and the
+    verbose prints of ``Llama``), so only the loading thread's writes are dropped;
+    file descriptors are left alone, since other threads are writing through them.
     Load failures still surface, as the exception llama-cpp-python raises.
     """
     if debugging():
         yield
         return
-    sys.stderr.flush()
-    saved = os.dup(2)
-    devnull = os.open(os.devnull, os.O_WRONLY)
+    real = sys.stderr
+    sys.stderr = _OtherThreadsOnly(real, threading.get_ident())
     try:
-        os.dup2(devnull, 2)
         yield
     finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-        os.close(devnull)
+        sys.stderr = real

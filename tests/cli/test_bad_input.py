@@ -76,7 +76,6 @@ def test_the_batch_answers_past_blank_undecodable_and_oversized_lines(workdir):
     assert b"Traceback" not in result.stderr
 
 
-@pytest.mark.slow  # hangs under load with stdin kept open: being investigated, out of `make test`
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_a_signal_mid_batch_keeps_the_answers_so_far(workdir, sig, code):
     proc = subprocess.Popen(
