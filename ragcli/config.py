@@ -51,6 +51,10 @@ class Settings:
     cache_dir: Path = field(default_factory=_default_cache_dir)
     cache_max_bytes: int = 1 << 30
     use_cache: bool = True
+    # The semantic answer cache (answer/semcache.py); off too when use_cache is off.
+    answer_cache: bool = True
+    answer_cache_threshold: float = 0.95  # cosine of question vectors; `rag bench semcache`
+    answer_cache_max_bytes: int = 64 << 20
     commit_seconds: float = 30.0  # `rag index` commits this often: a killed run keeps its work
     embed_batch: int = 1024  # passages per embedding call while indexing
     llm_url: str | None = None  # an OpenAI-compatible server's base URL (".../v1"); None: local
@@ -68,6 +72,7 @@ class Settings:
             "context_passages",
             "context_sentences",
             "cache_max_bytes",
+            "answer_cache_max_bytes",
             "embed_batch",
         )
         for name in positive:
@@ -91,12 +96,19 @@ class Settings:
             )
         if not -1.0 <= self.min_score <= 1.0:
             raise ConfigError("setting min_score must lie between -1 and 1")
+        if not 0.0 < self.answer_cache_threshold <= 1.0:
+            raise ConfigError("setting answer_cache_threshold must lie above 0 and at most 1")
         if not 0.0 <= self.min_support <= 1.0:
             raise ConfigError("setting min_support must lie between 0 and 1")
         if self.llm_url is not None:
             _check_url(self.llm_url)
         if self.store:
             parse_store(self.store)
+
+    @property
+    def answer_cache_on(self) -> bool:
+        """Whether answers are looked up and kept (``--no-cache`` turns off every cache)."""
+        return self.use_cache and self.answer_cache
 
     @property
     def threads(self) -> int:

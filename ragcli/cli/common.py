@@ -79,7 +79,17 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")
 QuietOpt = Annotated[
     bool, typer.Option("--quiet", "-q", help="Draw no progress line on the terminal.")
 ]
-NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Do not reuse or save KV states.")]
+NoCacheOpt = Annotated[
+    bool,
+    typer.Option("--no-cache", help="Do not reuse or save answers or KV states (no cache at all)."),
+]
+NoAnswerCacheOpt = Annotated[
+    bool,
+    typer.Option(
+        "--no-answer-cache",
+        help="Run the model even for a question answered before (the KV cache stays on).",
+    ),
+]
 LlmUrlOpt = Annotated[
     str | None,
     typer.Option(
