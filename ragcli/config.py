@@ -53,7 +53,7 @@ class Settings:
     use_cache: bool = True
     # The semantic answer cache (answer/semcache.py); off too when use_cache is off.
     answer_cache: bool = True
-    answer_cache_threshold: float = 0.95  # cosine of question vectors; `rag bench semcache`
+    answer_cache_threshold: float = 0.90  # cosine of question vectors; `rag bench semcache`
     answer_cache_max_bytes: int = 64 << 20
     commit_seconds: float = 30.0  # `rag index` commits this often: a killed run keeps its work
     embed_batch: int = 1024  # passages per embedding call while indexing

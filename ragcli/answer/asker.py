@@ -276,7 +276,7 @@ class Asker:
 
         cache, scope, key = self._answer_slot(hits, found.vector)
         if cache is not None and key is not None:
-            hit = cache.lookup(key, found.vector)
+            hit = cache.lookup(key, question, found.vector)
             if hit is not None:
                 if self._engine_future is not None:
                     # llama.cpp silences stdout while a model loads: let it finish first.

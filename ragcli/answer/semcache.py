@@ -4,7 +4,9 @@ A question is served an earlier answer when everything the answer depends on
 is the same (the key: model, index generation, prompt version, the settings
 that shape the prompt, and the passages retrieved, in order) and its
 embedding lies within a calibrated cosine threshold of the cached question's
-(``rag bench semcache`` measures the threshold on paraphrases and near-misses).
+(``rag bench semcache`` measures the threshold on paraphrases and near-misses), and
+both questions hold the same numbers: "Python 3.11" and "Python 3.12" embed almost
+alike (cosine 0.95) but ask different things.
 
 Entries live in one SQLite file beside the prompt (KV) cache. Like that cache it
 only ever costs speed: a file SQLite cannot read is deleted and rebuilt, a row
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import sqlite3
 import time
 from collections.abc import Callable
@@ -29,6 +32,7 @@ import numpy as np
 
 FILE = "answers.sqlite"
 SCHEMA = 2
+SIMILARITY_SLACK = 1e-5
 ROW_OVERHEAD = 64  # bytes counted per row on top of its fields (ids, times, checksum)
 _CORRUPT = ("SQLITE_CORRUPT", "SQLITE_NOTADB")
 _FIELDS: dict[str, type | tuple[type, ...]] = {
@@ -41,6 +45,14 @@ _FIELDS: dict[str, type | tuple[type, ...]] = {
     "model": str,
 }
 T = TypeVar("T")
+
+
+_NUMBER = re.compile(r"\d+(?:[.,:]\d+)*")
+
+
+def numbers(question: str) -> frozenset[str]:
+    """The numbers a question names (years, versions, counts): they must match to reuse."""
+    return frozenset(_NUMBER.findall(question))
 
 
 def cache_key(parts: dict[str, Any]) -> str:
@@ -166,30 +178,34 @@ class AnswerCache:
 
         return self._run(work, False)
 
-    def lookup(self, key: str, vector: np.ndarray) -> CachedAnswer | None:
-        """The cached answer under ``key`` whose question is most similar to ``vector``,
-        if that similarity reaches the threshold."""
+    def lookup(self, key: str, question: str, vector: np.ndarray) -> CachedAnswer | None:
+        """The cached answer under ``key`` whose question names the same numbers as
+        ``question`` and is most similar to ``vector``, if that reaches the threshold."""
         q = unit(vector)
+        wanted = numbers(question)
 
         def work(db: sqlite3.Connection) -> CachedAnswer | None:
             rows = db.execute(
                 "SELECT id, question, vector, payload, checksum FROM answers WHERE key = ?", (key,)
             ).fetchall()
             best: tuple[float, int, str, dict] | None = None
-            for row_id, question, blob, payload, checksum in rows:
-                data = _valid(key, question, blob, payload, checksum, q.size)
+            for row_id, cached_q, blob, payload, checksum in rows:
+                data = _valid(key, cached_q, blob, payload, checksum, q.size)
                 if data is None:  # damaged: never served, and gone for the next time
                     db.execute("DELETE FROM answers WHERE id = ?", (row_id,))
                     continue
+                if numbers(cached_q) != wanted:
+                    continue
                 sim = float(np.frombuffer(blob, dtype=np.float32) @ q)
                 if best is None or sim > best[0]:
-                    best = (sim, row_id, question, data)
-            if best is None or best[0] < self.threshold:
+                    best = (sim, row_id, cached_q, data)
+            # float32 rounding: the same question again must meet even a threshold of 1
+            if best is None or best[0] < self.threshold - SIMILARITY_SLACK:
                 return None
-            sim, row_id, question, data = best
+            sim, row_id, cached_q, data = best
             db.execute("UPDATE answers SET used = ? WHERE id = ?", (time.time(), row_id))
             return CachedAnswer(
-                question=question,
+                question=cached_q,
                 similarity=min(1.0, sim),
                 answer=data["answer"],
                 raw_answer=data["raw_answer"],
