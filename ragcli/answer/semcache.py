@@ -22,6 +22,7 @@ import hashlib
 import json
 import re
 import sqlite3
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -115,12 +116,15 @@ class AnswerCache:
         self.max_bytes = max_bytes
         self.threshold = threshold
         self._db: sqlite3.Connection | None = None
+        self._lock = threading.RLock()  # one connection, used by whichever thread asks
 
     # -- the file --------------------------------------------------------
     def _connect(self) -> sqlite3.Connection:
         if self._db is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            db = sqlite3.connect(self.path, timeout=2.0, isolation_level=None)
+            db = sqlite3.connect(
+                self.path, timeout=2.0, isolation_level=None, check_same_thread=False
+            )
             try:
                 # Before any table: lets the file shrink again after evictions.
                 db.execute("PRAGMA auto_vacuum = INCREMENTAL")
@@ -152,6 +156,10 @@ class AnswerCache:
 
     def _run(self, work: Callable[[sqlite3.Connection], T], default: T) -> T:
         """``work(db)``; a corrupt file is rebuilt once, any other failure skips the cache."""
+        with self._lock:
+            return self._attempt(work, default)
+
+    def _attempt(self, work: Callable[[sqlite3.Connection], T], default: T) -> T:
         for attempt in (1, 2):
             try:
                 return work(self._connect())
@@ -283,14 +291,16 @@ class AnswerCache:
 
     def clear(self) -> int:
         """Forget every answer; returns how many there were."""
-        n = self.stats().entries
-        self._discard_file()
+        with self._lock:
+            n = self.stats().entries
+            self._discard_file()
         return n
 
     def close(self) -> None:
-        if self._db is not None:
-            self._db.close()
-            self._db = None
+        with self._lock:
+            if self._db is not None:
+                self._db.close()
+                self._db = None
 
 
 def _valid(key: str, question: object, blob: object, payload: object, checksum: object, dim: int):
