@@ -50,9 +50,8 @@ class Settings:
     min_support: float = 0.5  # share of answer words that must occur in the passages
     cache_dir: Path = field(default_factory=_default_cache_dir)
     cache_max_bytes: int = 1 << 30
-    use_cache: bool = True
-    # The semantic answer cache (answer/semcache.py); off too when use_cache is off.
-    answer_cache: bool = True
+    use_cache: bool = True  # the prompt (KV) cache; `--no-cache` turns off this and the next
+    answer_cache: bool = True  # the semantic answer cache (answer/semcache.py)
     answer_cache_threshold: float = 0.90  # cosine of question vectors; `rag bench semcache`
     answer_cache_max_bytes: int = 64 << 20
     commit_seconds: float = 30.0  # `rag index` commits this often: a killed run keeps its work
@@ -104,11 +103,6 @@ class Settings:
             _check_url(self.llm_url)
         if self.store:
             parse_store(self.store)
-
-    @property
-    def answer_cache_on(self) -> bool:
-        """Whether answers are looked up and kept (``--no-cache`` turns off every cache)."""
-        return self.use_cache and self.answer_cache
 
     @property
     def threads(self) -> int:

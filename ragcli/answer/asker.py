@@ -212,7 +212,7 @@ class Asker:
     def answer_cache(self) -> AnswerCache | None:
         """The answer cache, opened on first use; None when the settings turn it off."""
         s = self.settings
-        if not s.answer_cache_on:
+        if not s.answer_cache:
             return None
         if self._answers is None:
             self._answers = AnswerCache(

@@ -238,7 +238,10 @@ def run_workload(
     threshold: float,
     progress: Callable[[str], None] | None = None,
 ) -> WorkloadSummary:
-    """Ask every question and variant without the answer cache, then with a fresh one."""
+    """Ask every question and variant without the answer cache, then with a fresh one.
+
+    The prompt (KV) cache stays off in both passes: a reused prefix can shift llama.cpp's
+    arithmetic enough to flip a close token, and then the comparison would measure that."""
     import time
 
     by_id = {i.id: i for i in items}
@@ -246,7 +249,9 @@ def run_workload(
     sequence += [(v.ref, v.kind, v.question) for v in variants]
     with tempfile.TemporaryDirectory(prefix="rag-semcache-") as tmp:
         cache_dir = _cache_dir_for_pass(Path(tmp), "cache", settings.cache_dir)
-        base = settings.replace(cache_dir=cache_dir, answer_cache_threshold=threshold)
+        base = settings.replace(
+            cache_dir=cache_dir, answer_cache_threshold=threshold, use_cache=False
+        )
         uncached: dict[str, Answer] = {}
         t0 = time.perf_counter()
         with Asker(base.replace(answer_cache=False)) as asker:

@@ -83,8 +83,8 @@ def ask_command(
         retriever,
         no_cache,
         llm_url,
+        no_answer_cache,
         max_tokens=max_tokens,
-        answer_cache=False if no_answer_cache else None,
     )
     t0 = time.perf_counter()
     asker = Asker(s)

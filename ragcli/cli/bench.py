@@ -492,7 +492,7 @@ def semcache_command(
             "--threshold",
             min=0.0,
             max=1.0,
-            help="Threshold of the model run (default: the one the sweep picks).",
+            help="Threshold of the model run (default: the setting answer_cache_threshold).",
             show_default=False,
         ),
     ] = None,
@@ -529,7 +529,8 @@ def semcache_command(
         pairs = summarize_pairs(measure_pairs(s, items, vs, progress=say), len(items))
         work = None
         if with_model:
-            work = run_workload(s, items, vs, threshold or pairs.threshold, progress=say)
+            t = threshold if threshold is not None else s.answer_cache_threshold
+            work = run_workload(s, items, vs, t, progress=say)
     bad = work is not None and not work.consistent  # the cache changed an answer: a bug
     if json_out:
         print_json(as_dict(pairs, work))

@@ -46,7 +46,7 @@ def chat_command(
         retriever,
         no_cache,
         llm_url,
-        answer_cache=False if no_answer_cache else None,
+        no_answer_cache,
     )
     asker = Asker(s)
     try:

@@ -116,9 +116,12 @@ def answer_settings(
     retriever: str | None,
     no_cache: bool,
     llm_url: str | None,
+    no_answer_cache: bool = False,
     **more: Any,
 ) -> Settings:
-    """The settings of the commands that answer (ask, chat, eval), from their shared flags."""
+    """The settings of the commands that answer (ask, chat, eval), from their shared flags.
+
+    ``--no-cache`` turns off every cache; ``--no-answer-cache`` only the answer cache."""
     return settings(
         index_dir=index,
         store=store,
@@ -126,6 +129,7 @@ def answer_settings(
         top_k=top_k,
         retriever=retriever,
         use_cache=False if no_cache else None,
+        answer_cache=False if no_cache or no_answer_cache else None,
         llm_url=llm_url,
         **more,
     )

@@ -53,7 +53,7 @@ def eval_command(
     items = load_questions(questions)[:limit]
     # An evaluation measures the model: answers are never served from the answer cache.
     s = answer_settings(
-        index, store, model, top_k, retriever, no_cache, llm_url, answer_cache=False
+        index, store, model, top_k, retriever, no_cache, llm_url, no_answer_cache=True
     )
     asker = Asker(s, preload=not retrieval_only)
     try:

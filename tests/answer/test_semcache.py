@@ -99,15 +99,16 @@ def test_a_new_index_generation_is_not_served(tmp_path, cache_dir, embedder):
     assert not _served(after) and after.timings.prompt_tokens > 0
 
 
-def test_switched_off_it_neither_serves_nor_keeps(corpus_index, cache_dir):
-    with Asker(_settings(corpus_index, cache_dir, use_cache=False)) as asker:
-        asker.ask(QUESTION)
-        assert not _served(asker.ask(QUESTION))
-    assert not (cache_dir / FILE).exists()
-    with Asker(_settings(corpus_index, cache_dir, answer_cache=False)) as asker:
-        asker.ask(QUESTION)
-        assert not _served(asker.ask(QUESTION))
-    assert not (cache_dir / FILE).exists()
+def test_each_switch_turns_off_its_own_cache(corpus_index, cache_dir):
+    for switches in ({"answer_cache": False}, {"answer_cache": False, "use_cache": False}):
+        with Asker(_settings(corpus_index, cache_dir, **switches)) as asker:
+            asker.ask(QUESTION)
+            assert not _served(asker.ask(QUESTION))
+        assert not (cache_dir / FILE).exists()
+    with Asker(_settings(corpus_index, cache_dir, use_cache=False)) as asker:  # KV off only
+        first = asker.ask(QUESTION)
+        assert _served(asker.ask(QUESTION))
+    assert first.timings.cached_tokens == 0  # the prefix states on disk were not used
 
 
 def test_a_corrupt_cache_file_is_ignored_and_rebuilt(corpus_index, cache_dir):
