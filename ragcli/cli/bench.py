@@ -15,6 +15,7 @@ from ..progress import Step
 from .common import (
     IndexOpt,
     JsonOpt,
+    ModelOpt,
     QuietOpt,
     display_path,
     handle_errors,
