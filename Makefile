@@ -60,6 +60,8 @@ bench: install $(PYDOCS)
 	$(BIN)/rag bench workload ../shared/eval/pydocs-dev.jsonl --docs ../shared/eval/pydocs --index .rag-pydocs
 	$(BIN)/rag bench models ../shared/eval/pydocs-dev.jsonl --index .rag-pydocs
 	$(BIN)/rag index corpora
+	$(BIN)/rag bench semcache ../shared/eval/pydocs-dev.jsonl ragcli/bench/data/pydocs-paraphrases.jsonl --index .rag-pydocs --with-model --model gemma-3-270m
+	$(BIN)/rag bench semcache corpora/questions.jsonl ragcli/bench/data/demo-paraphrases.jsonl --with-model --model gemma-3-270m
 	$(BIN)/rag bench startup --runs 7
 	$(BIN)/rag bench ingest $(PYDOCS) --exclude '_sources/' --big-mb 200
 	$(BIN)/rag bench index-types --size 1000000 --type Flat --type auto --type IVF2048,SQ8 --type HNSW32,SQ8 --nprobe 16 --nprobe 32 --nprobe 64 --nprobe 128 --nprobe 256

@@ -50,7 +50,10 @@ class Settings:
     min_support: float = 0.5  # share of answer words that must occur in the passages
     cache_dir: Path = field(default_factory=_default_cache_dir)
     cache_max_bytes: int = 1 << 30
-    use_cache: bool = True
+    use_cache: bool = True  # the prompt (KV) cache; `--no-cache` turns off this and the next
+    answer_cache: bool = True  # the semantic answer cache (answer/semcache.py)
+    answer_cache_threshold: float = 0.90  # cosine of question vectors; `rag bench semcache`
+    answer_cache_max_bytes: int = 64 << 20
     commit_seconds: float = 30.0  # `rag index` commits this often: a killed run keeps its work
     embed_batch: int = 1024  # passages per embedding call while indexing
     llm_url: str | None = None  # an OpenAI-compatible server's base URL (".../v1"); None: local
@@ -68,6 +71,7 @@ class Settings:
             "context_passages",
             "context_sentences",
             "cache_max_bytes",
+            "answer_cache_max_bytes",
             "embed_batch",
         )
         for name in positive:
@@ -91,6 +95,8 @@ class Settings:
             )
         if not -1.0 <= self.min_score <= 1.0:
             raise ConfigError("setting min_score must lie between -1 and 1")
+        if not 0.0 < self.answer_cache_threshold <= 1.0:
+            raise ConfigError("setting answer_cache_threshold must lie above 0 and at most 1")
         if not 0.0 <= self.min_support <= 1.0:
             raise ConfigError("setting min_support must lie between 0 and 1")
         if self.llm_url is not None:

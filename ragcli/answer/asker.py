@@ -3,26 +3,59 @@
 :class:`Asker` keeps the index, the embedder and the model loaded, so a
 batch of questions (``rag ask -``, ``rag chat``) pays for loading once and
 reuses the KV cache of the prompt prefix it shares with the last question.
+Before any of that, an answer already given for the same passages to the same
+question, or to one close enough in meaning, is served from the answer cache
+(:mod:`ragcli.answer.semcache`) without running the model.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .. import __version__
 from ..config import Settings
+from ..errors import RagError
 from ..llm.base import OnText, Timings
 from ..llm.llama import LlamaEngine
-from ..models import CATALOG, DEFAULT_MODEL, generation_model
+from ..models import CATALOG, DEFAULT_MODEL, GenerationModel, generation_model
 from ..records import Hit
+from ..stores.base import package_version
 from .focus import focus
 from .grounding import support
-from .prompt import IDK, Prompt, chat_prompt, clean_answer, completion_prompt, is_refusal
+from .prompt import (
+    EXAMPLES,
+    IDK,
+    INSTRUCTIONS,
+    PROMPT_VERSION,
+    Prompt,
+    chat_prompt,
+    clean_answer,
+    completion_prompt,
+    is_refusal,
+)
 from .retrieval import Retriever
+from .semcache import FILE as ANSWER_CACHE_FILE
+from .semcache import AnswerCache, CachedAnswer, cache_key
+
+# Settings that shape the prompt or the rules, so a cached answer holds only under them.
+KEY_SETTINGS = (
+    "top_k",
+    "retriever",
+    "context_passages",
+    "context_sentences",
+    "min_score",
+    "min_support",
+    "max_tokens",
+    "n_ctx",
+)
+MODEL_REASONS = ("answered", "model_abstained", "not_supported")  # outcomes the model decided
 
 if TYPE_CHECKING:
     from ..llm.remote import RemoteEngine
@@ -68,6 +101,9 @@ class Answer:
     support: float | None = None
     prompt: str = field(default="", repr=False)
     cited: list[int] = field(default_factory=list)  # ranks of the sources the answer came from
+    # Served from the answer cache: how close the question was to the one answered then.
+    cache_similarity: float | None = None
+    cached_question: str | None = None
 
     def as_dict(self) -> dict:
         return {
@@ -81,7 +117,36 @@ class Answer:
             "sources": [h.as_dict() for h in self.sources],
             "timings": self.timings.as_dict(),
             "model": self.model,
+            "cache_similarity": self.cache_similarity,
+            "cached_question": self.cached_question,
         }
+
+
+def _cached_answer(question: str, hit: CachedAnswer, hits: list[Hit], t: AnswerTimings) -> Answer:
+    """The answer served from the cache, with this question's own passages and timings."""
+    rank_of = {h.chunk.id: h.rank for h in hits}
+    return Answer(
+        question=question,
+        answer=hit.answer,
+        answered=hit.reason == "answered",
+        raw_answer=hit.raw_answer,
+        grounded=hit.grounded,
+        reason=hit.reason,
+        sources=hits,
+        timings=t,
+        model=hit.model,
+        support=hit.support,
+        cited=[rank_of[i] for i in hit.cited if i in rank_of],
+        cache_similarity=round(hit.similarity, 4),
+        cached_question=hit.question,
+    )
+
+
+def _ids(hits: list[Hit]) -> list[int]:
+    return [h.chunk.id for h in hits]
+
+
+_PROMPT_DIGEST = hashlib.sha256(repr((INSTRUCTIONS, EXAMPLES)).encode()).hexdigest()[:16]
 
 
 def _model_name(s: Settings) -> str:
@@ -101,11 +166,21 @@ class Asker:
         self.settings = settings
         self.retriever = retriever or Retriever(settings)
         self.model_load_ms = 0.0
+        self._model_lock = threading.Lock()
+        self._model_file: GenerationModel | None = None
+        self._answers: AnswerCache | None = None
         # Load the model on a thread while the question is embedded and searched:
         # llama.cpp releases the GIL, so a fresh `rag ask` hides most of the load.
         self._loader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="model-load")
         self._engine_future: Future[LlamaEngine | RemoteEngine] | None = None
-        if preload:
+        # When answers for this index are cached, the question may be served without the
+        # model: then it loads only once a question needs it.
+        if preload and not self._answers_cached():
+            self.start_loading()
+
+    def start_loading(self) -> None:
+        """Start loading the model on the loader thread, unless it is loading already."""
+        if self._engine_future is None:
             self._engine_future = self._loader.submit(self._load_engine)
 
     def _load_engine(self) -> LlamaEngine | RemoteEngine:
@@ -117,7 +192,7 @@ class Asker:
             remote = RemoteEngine(s.llm_url)
             self.model_load_ms = (time.perf_counter() - t0) * 1000
             return remote
-        model = generation_model(s.model, s.cache_dir)
+        model = self.model_file()
         cache = None
         if s.use_cache:
             from ..llm.kv_cache import PrefixCache
@@ -126,6 +201,52 @@ class Asker:
         engine = LlamaEngine(model, s.n_ctx, s.n_batch, s.threads, cache=cache)
         self.model_load_ms = (time.perf_counter() - t0) * 1000
         return engine
+
+    def model_file(self) -> GenerationModel:
+        """The local model's file and digest, resolved once (the loader and the cache key share it)."""
+        with self._model_lock:
+            if self._model_file is None:
+                self._model_file = generation_model(self.settings.model, self.settings.cache_dir)
+            return self._model_file
+
+    def answer_cache(self) -> AnswerCache | None:
+        """The answer cache, opened on first use; None when the settings turn it off."""
+        s = self.settings
+        if not s.answer_cache:
+            return None
+        if self._answers is None:
+            self._answers = AnswerCache(
+                s.cache_dir / ANSWER_CACHE_FILE, s.answer_cache_max_bytes, s.answer_cache_threshold
+            )
+        return self._answers
+
+    def answer_scope(self) -> str:
+        """What every cached answer of this index, model and settings depends on."""
+        s = self.settings
+        store = self.retriever.store
+        model = f"server {s.llm_url}" if s.llm_url else self.model_file().digest
+        return cache_key(
+            {
+                "prompt_version": PROMPT_VERSION,
+                "prompt": _PROMPT_DIGEST,
+                "ragcli": __version__,
+                "llama_cpp": package_version("llama-cpp-python"),
+                "model": model,
+                "store": s.store or str(s.index_dir.resolve()),
+                "generation": store.generation(),
+                "embed_model": store.info.embed_model,
+                "settings": {name: getattr(s, name) for name in KEY_SETTINGS},
+            }
+        )
+
+    def _answers_cached(self) -> bool:
+        cache = self.answer_cache()
+        if cache is None:
+            return False
+        try:
+            return cache.has_scope(self.answer_scope())
+        except RagError:  # an unusable model is reported when the model is needed
+            return False
 
     @property
     def engine(self) -> LlamaEngine | RemoteEngine:
@@ -152,6 +273,23 @@ class Asker:
         timings = AnswerTimings(
             embed_ms=round(found.embed_ms, 2), search_ms=round(found.search_ms, 2)
         )
+
+        cache, scope, key = self._answer_slot(hits, found.vector)
+        if cache is not None and key is not None:
+            hit = cache.lookup(key, question, found.vector)
+            if hit is not None:
+                if self._engine_future is not None:
+                    # llama.cpp silences stdout while a model loads: let it finish first.
+                    with contextlib.suppress(Exception):
+                        self._engine_future.result()
+                if on_text:
+                    on_text(hit.raw_answer)
+                timings.cache_source = "answer"
+                timings.total_ms = timings.ttft_ms = round(
+                    (time.perf_counter() - started) * 1000, 2
+                )
+                return _cached_answer(question, hit, hits, timings)
+        self.start_loading()  # no cached answer: the model is needed (if anything is)
 
         def answer(text: str, raw: str, reason: str, share: float | None = None, prompt=None):
             timings.total_ms = round((time.perf_counter() - started) * 1000, 2)
@@ -189,11 +327,13 @@ class Asker:
         timings.ttft_ms = round(before_generate + gen.timings.ttft_ms, 2)
         raw = clean_answer(gen.text)
         if is_refusal(raw):
-            return answer(IDK, raw, "model_abstained", prompt=prompt)
+            result = answer(IDK, raw, "model_abstained", prompt=prompt)
+            return self._keep(cache, scope, key, found.vector, result)
         # The answer must come from what the model was shown.
         share = support(raw, chosen.sentences, question)
         if share < s.min_support:
-            return answer(IDK, raw, "not_supported", share, prompt)
+            result = answer(IDK, raw, "not_supported", share, prompt)
+            return self._keep(cache, scope, key, found.vector, result)
         result = answer(raw, raw, "answered", share, prompt)
         # Cite the sources of the sentences that hold every word of the answer.
         result.cited = list(
@@ -203,6 +343,33 @@ class Asker:
                 if support(raw, [sentence], question) == 1.0
             )
         )
+        return self._keep(cache, scope, key, found.vector, result)
+
+    def _answer_slot(self, hits: list[Hit], vector) -> tuple[AnswerCache | None, str, str | None]:
+        """The answer cache, its scope and this retrieval's key; (None, "", None) when off.
+
+        The key holds the set of passages, not their order: the same evidence, ranked
+        a little differently for a reworded question, gives the same answer."""
+        cache = self.answer_cache() if hits and vector is not None else None
+        if cache is None:
+            return None, "", None
+        try:
+            scope = self.answer_scope()
+        except RagError:  # the model is unusable: that is reported when it is needed
+            return None, "", None
+        return cache, scope, cache_key({"scope": scope, "passages": sorted(_ids(hits))})
+
+    @staticmethod
+    def _keep(
+        cache: AnswerCache | None, scope: str, key: str | None, vector, result: Answer
+    ) -> Answer:
+        """Save what the model decided in the answer cache (one that fails costs nothing).
+
+        Citations are kept as passage ids, since a later question may rank them otherwise."""
+        if cache is not None and key is not None and result.reason in MODEL_REASONS:
+            by_rank = {h.rank: h.chunk.id for h in result.sources}
+            fields_ = {**vars(result), "cited": [by_rank[r] for r in result.cited]}
+            cache.store(scope, key, result.question, vector, fields_)
         return result
 
     def __enter__(self) -> Asker:
@@ -217,4 +384,6 @@ class Asker:
                 self._engine_future.result().close()
             self._engine_future = None
         self._loader.shutdown()
+        if self._answers is not None:
+            self._answers.close()
         self.retriever.close()

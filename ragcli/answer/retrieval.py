@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..config import Settings
 from ..embed.base import Embedder, SentenceTransformerEmbedder
@@ -16,6 +17,9 @@ from ..errors import IndexMismatchError
 from ..models import EmbeddingModelInfo, embedding_model
 from ..records import Hit
 from ..stores.url import open_store
+
+if TYPE_CHECKING:
+    import numpy as np
 
 RRF_K = 60  # reciprocal-rank fusion constant (Cormack et al.); ranks matter, not raw scores
 CANDIDATES = 30  # per retriever, before fusion
@@ -36,6 +40,7 @@ class SearchResult:
     hits: list[Hit]
     embed_ms: float
     search_ms: float
+    vector: np.ndarray | None = field(default=None, repr=False)  # the query's embedding
 
 
 log = logging.getLogger(__name__)
@@ -105,7 +110,7 @@ class Retriever:
             if i in chunks
         ]
         t2 = time.perf_counter()
-        return SearchResult(query, hits, (t1 - t0) * 1000, (t2 - t1) * 1000)
+        return SearchResult(query, hits, (t1 - t0) * 1000, (t2 - t1) * 1000, vector)
 
     def __enter__(self) -> Retriever:
         return self

@@ -63,7 +63,9 @@ def models_bench(
                 [*rag, "eval", str(questions), *index, "--model", name, "--json"], env
             )
             summary = json.loads(out)["summary"]
-            ask = [*rag, "ask", "--json", "--profile", *index, "--model", name, question]
+            # The repeated question measures the KV cache, so the answer cache stays out.
+            ask = [*rag, "ask", "--json", "--profile", "--no-answer-cache", *index, "--model", name]
+            ask.append(question)
             cold, repeat, outside, rss, prefill, decode = [], [], [], [eval_rss], [], []
             for _ in range(runs):
                 _, peak, out = run_measured([*ask[:4], "--no-cache", *ask[4:]], env)

@@ -146,8 +146,8 @@ def _cache_dir_for_pass(root: Path, name: str, shared: Path) -> Path:
 def ask_in_process(question: str, index_dir: Path, cache_dir: Path, use_cache: bool) -> QuestionRun:
     """Run `python -m ragcli ask --json` as a new process, as a script would."""
     cmd = [sys.executable, "-m", "ragcli", "ask", "--json", "--index", str(index_dir)]
-    if not use_cache:
-        cmd.append("--no-cache")
+    # The KV cache is what is measured: the answer cache stays out of both passes.
+    cmd.append("--no-cache" if not use_cache else "--no-answer-cache")
     cmd += ["--", question]
     env = {**os.environ, "RAG_CACHE_DIR": str(cache_dir)}
     t0 = time.perf_counter()

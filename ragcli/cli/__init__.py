@@ -11,7 +11,7 @@ from typer._click import exceptions as click  # the click typer runs on (vendore
 
 from .. import __version__
 from ..errors import ExitCode
-from . import ask, bench, cache, chat, evaluate, index, models, search
+from . import ask, bench, cache, chat, evaluate, index, mcp, models, search
 from .common import fail, show_notes
 
 app = typer.Typer(
@@ -48,6 +48,7 @@ app.command("search")(search.search_command)
 app.command("ask")(ask.ask_command)
 app.command("eval")(evaluate.eval_command)
 app.command("chat")(chat.chat_command)
+app.command("mcp")(mcp.mcp_command)
 app.add_typer(cache.app, name="cache")
 app.add_typer(models.app, name="models")
 app.add_typer(bench.app, name="bench")

@@ -17,6 +17,7 @@ from .common import (
     JsonOpt,
     LlmUrlOpt,
     ModelOpt,
+    NoAnswerCacheOpt,
     NoCacheOpt,
     ProfileOpt,
     QuietOpt,
@@ -62,6 +63,7 @@ def ask_command(
         ),
     ] = None,
     no_cache: NoCacheOpt = False,
+    no_answer_cache: NoAnswerCacheOpt = False,
     json_out: JsonOpt = False,
     profile: ProfileOpt = False,
     quiet: QuietOpt = False,
@@ -74,7 +76,15 @@ def ask_command(
     if question != "-":
         question = check_question(question)  # before any model loads: a usage error is quick
     s = answer_settings(
-        index, store, model, top_k, retriever, no_cache, llm_url, max_tokens=max_tokens
+        index,
+        store,
+        model,
+        top_k,
+        retriever,
+        no_cache,
+        llm_url,
+        no_answer_cache,
+        max_tokens=max_tokens,
     )
     t0 = time.perf_counter()
     asker = Asker(s)
@@ -160,13 +170,18 @@ def show_answer(asker, question: str):
     for h in answer.sources:
         sys.stdout.write(f"[{h.rank}] {display_path(h.citation)}  similarity {h.similarity:.2f}\n")
     sys.stdout.flush()
-    sys.stderr.write(timing_line(answer.timings, answer.reason) + "\n")
+    sys.stderr.write(timing_line(answer.timings, answer.reason, answer.cache_similarity) + "\n")
     return answer
 
 
-def timing_line(t: AnswerTimings, reason: str) -> str:
+def timing_line(t: AnswerTimings, reason: str, cache_similarity: float | None = None) -> str:
+    retrieval = t.embed_ms + t.search_ms
+    if t.cache_source == "answer":
+        return (
+            f"no model call (answer cache, question similarity {cache_similarity or 0:.3f}); "
+            f"retrieval {retrieval:.0f} ms · total {t.total_ms:.0f} ms"
+        )
     if not t.prompt_tokens:
-        retrieval = t.embed_ms + t.search_ms
         return f"no model call ({reason.replace('_', ' ')}); retrieval {retrieval:.0f} ms"
     head = (
         f"prompt {t.prompt_tokens} tok ({t.cached_tokens} cached, {t.cache_source}) · "

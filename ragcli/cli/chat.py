@@ -11,6 +11,7 @@ from .common import (
     IndexOpt,
     LlmUrlOpt,
     ModelOpt,
+    NoAnswerCacheOpt,
     NoCacheOpt,
     RetrieverOpt,
     StoreOpt,
@@ -29,6 +30,7 @@ def chat_command(
     model: ModelOpt = None,
     llm_url: LlmUrlOpt = None,
     no_cache: NoCacheOpt = False,
+    no_answer_cache: NoAnswerCacheOpt = False,
 ) -> None:
     """Interactive questions; the KV cache of the shared prompt prefix stays warm.
 
@@ -36,7 +38,16 @@ def chat_command(
     """
     from ..answer.asker import Asker
 
-    s = answer_settings(index, store, model, top_k, retriever, no_cache, llm_url)
+    s = answer_settings(
+        index,
+        store,
+        model,
+        top_k,
+        retriever,
+        no_cache,
+        llm_url,
+        no_answer_cache,
+    )
     asker = Asker(s)
     try:
         while True:

@@ -79,7 +79,17 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")
 QuietOpt = Annotated[
     bool, typer.Option("--quiet", "-q", help="Draw no progress line on the terminal.")
 ]
-NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Do not reuse or save KV states.")]
+NoCacheOpt = Annotated[
+    bool,
+    typer.Option("--no-cache", help="Do not reuse or save answers or KV states (no cache at all)."),
+]
+NoAnswerCacheOpt = Annotated[
+    bool,
+    typer.Option(
+        "--no-answer-cache",
+        help="Run the model even for a question answered before (the KV cache stays on).",
+    ),
+]
 LlmUrlOpt = Annotated[
     str | None,
     typer.Option(
@@ -106,9 +116,12 @@ def answer_settings(
     retriever: str | None,
     no_cache: bool,
     llm_url: str | None,
+    no_answer_cache: bool = False,
     **more: Any,
 ) -> Settings:
-    """The settings of the commands that answer (ask, chat, eval), from their shared flags."""
+    """The settings of the commands that answer (ask, chat, eval), from their shared flags.
+
+    ``--no-cache`` turns off every cache; ``--no-answer-cache`` only the answer cache."""
     return settings(
         index_dir=index,
         store=store,
@@ -116,6 +129,7 @@ def answer_settings(
         top_k=top_k,
         retriever=retriever,
         use_cache=False if no_cache else None,
+        answer_cache=False if no_cache or no_answer_cache else None,
         llm_url=llm_url,
         **more,
     )

@@ -51,7 +51,10 @@ def eval_command(
     from ..answer.evaluation import evaluate, load_questions
 
     items = load_questions(questions)[:limit]
-    s = answer_settings(index, store, model, top_k, retriever, no_cache, llm_url)
+    # An evaluation measures the model: answers are never served from the answer cache.
+    s = answer_settings(
+        index, store, model, top_k, retriever, no_cache, llm_url, no_answer_cache=True
+    )
     asker = Asker(s, preload=not retrieval_only)
     try:
         with progress_line(showing(json_out, quiet)) as progress:

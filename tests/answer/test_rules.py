@@ -64,7 +64,8 @@ def injected_index(tmp_path_factory, embedder):
 
 
 def test_a_document_cannot_change_the_rules(injected_index):
-    asker = Asker(load_settings({"index_dir": injected_index, "use_cache": False}))
+    settings = {"index_dir": injected_index, "use_cache": False, "answer_cache": False}
+    asker = Asker(load_settings(settings))
     try:
         hits = asker.retriever.search("Who won the 2023 Cricket World Cup?").hits
         assert any(h.chunk.path.endswith("notes.md") for h in hits)  # the injection is retrieved

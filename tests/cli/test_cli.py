@@ -35,10 +35,11 @@ def test_ask_answers_the_cricket_question_with_its_source(workdir):
 
 
 def test_ask_json_has_the_documented_keys(workdir):
-    result = rag("ask", "--json", CRICKET, cwd=workdir)
+    result = rag("ask", "--json", "--no-answer-cache", CRICKET, cwd=workdir)  # the model's run
     assert result.returncode == 0, result.stderr
     out = json.loads(result.stdout)
     assert {"question", "answer", "answered", "sources", "timings", "model"} <= out.keys()
+    assert {"cache_similarity", "cached_question"} <= out.keys()
     assert out["answered"] is True and "Australia" in out["answer"]
     assert out["timings"].keys() >= TIMING_KEYS
     assert out["timings"]["prompt_tokens"] > 100
@@ -103,7 +104,7 @@ def test_help_and_version():
 
 def test_chat_keeps_the_model_and_its_cache_between_questions(workdir):
     questions = f"{CRICKET}\nWhen did Apollo 11 launch?\n"
-    result = rag("chat", input=questions, cwd=workdir)
+    result = rag("chat", "--no-answer-cache", input=questions, cwd=workdir)
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("Australia")
     timing_lines = [line for line in result.stderr.splitlines() if line.startswith("prompt ")]

@@ -1,0 +1,1 @@
+"""ragcli's search and answers as tools for other programs (coding agents, desktop assistants)."""
