@@ -62,7 +62,11 @@ class LlamaEngine:
                     n_ubatch=n_batch,
                     n_threads=threads,
                     n_threads_batch=threads,
-                    verbose=False,
+                    # Not False: that makes llama-cpp-python point fds 1 and 2 at /dev/null
+                    # for the whole load, and the load runs on a thread while `rag ask`
+                    # may already print an answer that needs no model. Our own
+                    # _quiet_native_logs silences stderr; the logger level below the rest.
+                    verbose=True,
                     # Sliding-window layers (Gemma 3) drop old positions unless the
                     # full cache is kept, and then a prefix cannot be trimmed and reused.
                     swa_full=True,

@@ -86,7 +86,7 @@ async def read_json(request: Request, limit: int) -> dict[str, Any]:
     return obj
 
 
-async def wait_for(request: Request, job: Job) -> Any:
+async def wait_for(service: Service, request: Request, job: Job) -> Any:
     """The job's result; a client that disconnects meanwhile cancels it (it then never
     runs, or stops decoding), so it does not hold the queue."""
     future = asyncio.wrap_future(job.future)
@@ -94,12 +94,14 @@ async def wait_for(request: Request, job: Job) -> Any:
         while True:
             done, _ = await asyncio.wait({future}, timeout=POLL_S)
             if done:
+                if future.cancelled():
+                    raise Gone
                 return future.result()
             if await request.is_disconnected():
-                job.cancelled = True
+                service.cancel(job)
                 raise Gone
     except asyncio.CancelledError:
-        job.cancelled = True
+        service.cancel(job)
         raise
 
 
@@ -165,7 +167,7 @@ def create_app(
         return endpoint
 
     async def run(request: Request, work) -> Any:
-        return await wait_for(request, service.submit(work))
+        return await wait_for(service, request, service.submit(work))
 
     async def health(request: Request) -> Response:
         return JSONResponse(
@@ -221,10 +223,10 @@ def create_app(
         reply_id = f"chatcmpl-{uuid.uuid4().hex}"
         created = int(time.time())
         if not body.get("stream"):
-            answer = await wait_for(request, job)
+            answer = await wait_for(service, request, job)
             return JSONResponse(_completion(answer, reply_id, created, service.model))
         return StreamingResponse(
-            _chunks(request, job, reply_id, created, service.model),
+            _chunks(service, request, job, reply_id, created, service.model),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache"},
         )
@@ -237,7 +239,13 @@ def create_app(
         Route("/v1/models", handler(models, openai=True), methods=["GET"]),
         Route("/v1/chat/completions", handler(chat_completions, openai=True), methods=["POST"]),
     ]
-    app = Starlette(routes=routes)
+
+    async def not_found(request: Request, exc: Exception) -> Response:
+        status = getattr(exc, "status_code", 404)
+        err = HTTPError(status, f"no {request.method} {request.url.path} here")
+        return JSONResponse(_error_body(err, request.url.path.startswith("/v1/")), status)
+
+    app = Starlette(routes=routes, exception_handlers={404: not_found, 405: not_found})
     return _token_gate(app, token) if token else app
 
 
@@ -306,7 +314,7 @@ def _event(obj: dict[str, Any]) -> str:
 
 
 async def _chunks(
-    request: Request, job: Job, reply_id: str, created: int, model: str
+    service: Service, request: Request, job: Job, reply_id: str, created: int, model: str
 ) -> AsyncIterator[str]:
     """The streamed reply. The text is sent once the rules have passed it: a small model's
     raw words may still become "I don't know", and a stream cannot take words back."""
@@ -323,7 +331,7 @@ async def _chunks(
 
     yield _event(chunk({"role": "assistant", "content": ""}))
     try:
-        answer = await wait_for(request, job)
+        answer = await wait_for(service, request, job)
     except Gone:
         return
     except Exception as exc:

@@ -120,6 +120,15 @@ class Service:
         job.future = self._worker.submit(self._run, job, work)
         return job
 
+    def cancel(self, job: Job) -> None:
+        """The client left: a job that has not started gives its place back now; a running
+        one stops at its next piece of text."""
+        job.cancelled = True
+        if job.future.cancel():
+            with self._lock:
+                self._pending -= 1
+            self.stats.cancelled += 1
+
     def _run(self, job: Job, work: Callable[[Asker, Job], T]) -> T:
         try:
             if job.cancelled:
