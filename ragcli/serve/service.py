@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -19,9 +19,42 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ..config import Settings
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from ..answer.asker import Asker
+    from ..embed.base import Embedder, Progress
 
 T = TypeVar("T")
+MEMO_VECTORS = 20_000  # 384-d float32: about 31 MB
+
+
+class MemoEmbedder:
+    """The query encoder with the vectors of texts it has seen kept (least recently used
+    out). A server meets the same passages' sentences question after question, and
+    choosing them (:mod:`ragcli.answer.focus`) is most of a repeated question's time."""
+
+    def __init__(self, inner: Embedder, capacity: int = MEMO_VECTORS) -> None:
+        self.info = inner.info
+        self._inner = inner
+        self._capacity = capacity
+        self._memo: OrderedDict[str, np.ndarray] = OrderedDict()
+
+    def embed(self, texts: list[str], progress: Progress | None = None) -> np.ndarray:
+        import numpy as np
+
+        memo = self._memo
+        missing = list(dict.fromkeys(t for t in texts if t not in memo))
+        if missing:
+            for text, vec in zip(missing, self._inner.embed(missing), strict=True):
+                memo[text] = vec.copy()
+        out = np.stack([memo[t] for t in texts])
+        for t in texts:
+            memo.move_to_end(t)
+        while len(memo) > self._capacity:
+            memo.popitem(last=False)
+        if progress:
+            progress(len(texts))
+        return out
 
 
 class Busy(Exception):
@@ -78,8 +111,14 @@ class Service:
 
     def _open(self) -> None:
         from ..answer.asker import Asker
+        from ..answer.retrieval import Retriever
 
-        asker = Asker(self.settings)
+        probe = Retriever(self.settings)
+        try:
+            encoder = MemoEmbedder(probe.embedder)  # checked against the index, loaded
+        finally:
+            probe.close()
+        asker = Asker(self.settings, retriever=Retriever(self.settings, embedder=encoder))
         try:
             engine = asker.engine
             asker.retriever.embedder  # noqa: B018 (loads the query encoder)
