@@ -58,6 +58,7 @@ bench: install $(PYDOCS)
 	$(BIN)/rag bench prefill --max-len 4096 --reps 3 --plot docs/prefill.png
 	$(BIN)/rag bench workload ../shared/eval/pydocs-dev.jsonl --docs ../shared/eval/pydocs --index .rag-pydocs
 	$(BIN)/rag bench models ../shared/eval/pydocs-dev.jsonl --index .rag-pydocs
+	$(BIN)/rag bench serve ../shared/eval/pydocs-dev.jsonl --index .rag-pydocs
 	$(BIN)/rag index corpora
 	$(BIN)/rag bench startup --runs 7
 	$(BIN)/rag bench ingest $(PYDOCS) --exclude '_sources/' --big-mb 200
