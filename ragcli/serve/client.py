@@ -1,12 +1,13 @@
-"""The client side of `rag serve`: HTTP over a Unix socket or TCP, standard library only.
+"""The client side of `rag serve`: HTTP/1.1 over a Unix socket or TCP, standard library only.
 
 A `rag ask` that a server answers must finish in about a tenth of a second, Python's
-start included, so nothing here imports more than ``http.client`` and ``json``.
+start included. ``http.client`` alone imports ``email`` and ``ssl`` (tens of milliseconds),
+so the few requests a client makes are written and read here: JSON bodies with a
+Content-Length, on one kept-alive connection.
 """
 
 from __future__ import annotations
 
-import http.client
 import json
 import socket
 from typing import Any
@@ -17,24 +18,64 @@ from .locate import Endpoint, client_endpoint, identity
 
 CONNECT_TIMEOUT_S = 5.0
 ANSWER_TIMEOUT_S = 3600.0  # a queued answer on a busy CPU can take minutes
+MAX_REPLY = 64 << 20
 
 
-class UnixConnection(http.client.HTTPConnection):
-    """An HTTP connection whose transport is a Unix socket."""
+class Closed(ConnectionError):
+    """The server closed the connection before a whole reply."""
 
-    def __init__(self, path: str, timeout: float) -> None:
-        super().__init__("localhost", timeout=timeout)
-        self._path = path
 
-    def connect(self) -> None:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(self.timeout)
-        try:
-            sock.connect(self._path)
-        except OSError:
-            sock.close()
-            raise
-        self.sock = sock
+def open_socket(endpoint: Endpoint, timeout: float) -> socket.socket:
+    """A connected socket to the server (raises OSError when nothing listens)."""
+    if endpoint.unix is None:
+        return socket.create_connection((endpoint.host, endpoint.port), timeout=timeout)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(timeout)
+    try:
+        sock.connect(str(endpoint.unix))
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def read_reply(stream) -> tuple[int, dict[str, str], bytes]:
+    """Status, headers (lower-case names) and body of one HTTP/1.1 reply."""
+    line = stream.readline(65537)
+    if not line:
+        raise Closed("no reply")
+    parts = line.split(None, 2)
+    if len(parts) < 2 or not parts[0].startswith(b"HTTP/") or not parts[1].isdigit():
+        raise ConnectionError(f"not an HTTP reply: {line[:80]!r}")
+    headers: dict[str, str] = {}
+    while True:
+        h = stream.readline(65537)
+        if not h:
+            raise Closed("reply headers cut short")
+        if h in (b"\r\n", b"\n"):
+            break
+        name, _, value = h.decode("latin-1").partition(":")
+        headers[name.strip().lower()] = value.strip()
+    if headers.get("transfer-encoding", "").lower() == "chunked":
+        body = bytearray()
+        while True:
+            size = int(stream.readline(1024).split(b";")[0].strip() or b"0", 16)
+            if size == 0:
+                while stream.readline(65537) not in (b"\r\n", b"\n", b""):
+                    pass  # trailers
+                break
+            body += stream.read(size)
+            stream.readline(3)
+            if len(body) > MAX_REPLY:
+                raise ConnectionError("reply too large")
+        return int(parts[1]), headers, bytes(body)
+    length = int(headers.get("content-length", "0"))
+    if length > MAX_REPLY:
+        raise ConnectionError("reply too large")
+    body = stream.read(length)
+    if len(body) < length:
+        raise Closed("reply body cut short")
+    return int(parts[1]), headers, body
 
 
 class NoServer(Exception):
@@ -51,52 +92,54 @@ class Client:
 
     def __init__(self, endpoint: Endpoint) -> None:
         self.endpoint = endpoint
-        self._conn: http.client.HTTPConnection | None = None
+        self._sock: socket.socket | None = None
+        self._stream = None
 
-    def _connection(self) -> http.client.HTTPConnection:
-        if self._conn is None:
-            e = self.endpoint
-            if e.unix is not None:
-                self._conn = UnixConnection(str(e.unix), CONNECT_TIMEOUT_S)
-            else:
-                self._conn = http.client.HTTPConnection(e.host, e.port, timeout=CONNECT_TIMEOUT_S)
-            self._conn.connect()
-        return self._conn
+    def _connect(self) -> None:
+        if self._sock is None:
+            self._sock = open_socket(self.endpoint, CONNECT_TIMEOUT_S)
+            self._stream = self._sock.makefile("rb")
 
     def call(
         self, method: str, path: str, body: dict | None = None, timeout: float = ANSWER_TIMEOUT_S
     ) -> tuple[int, dict]:
         """One request; returns the status and the decoded JSON body."""
-        data = None if body is None else json.dumps(body).encode()
-        headers = {"Content-Type": "application/json"} if data is not None else {}
+        data = b"" if body is None else json.dumps(body).encode()
+        host = "localhost" if self.endpoint.unix else f"{self.endpoint.host}:{self.endpoint.port}"
+        head = f"{method} {path} HTTP/1.1\r\nHost: {host}\r\nContent-Length: {len(data)}\r\n"
+        if data:
+            head += "Content-Type: application/json\r\n"
         if self.endpoint.token:
-            headers["Authorization"] = f"Bearer {self.endpoint.token}"
+            head += f"Authorization: Bearer {self.endpoint.token}\r\n"
+        request = (head + "\r\n").encode("latin-1") + data
         for attempt in (1, 2):
+            reused = self._sock is not None
             try:
-                conn = self._connection()
-                if conn.sock is not None:
-                    conn.sock.settimeout(timeout)
-                conn.request(method, path, body=data, headers=headers)
-                reply = conn.getresponse()
-                raw = reply.read()
+                self._connect()
+                assert self._sock is not None
+                self._sock.settimeout(timeout)
+                self._sock.sendall(request)
+                status, headers, raw = read_reply(self._stream)
                 break
-            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
+            except (Closed, BrokenPipeError, ConnectionResetError) as exc:
                 # A kept-alive connection the server closed while idle: reconnect once.
                 self.close()
-                if attempt == 2:
+                if attempt == 2 or not reused:
                     raise ServerError(
-                        f"the server at {self.endpoint} closed the connection"
+                        f"the server at {self.endpoint} closed the connection ({exc})"
                     ) from None
-            except (OSError, http.client.HTTPException) as exc:
+            except (OSError, ValueError) as exc:
                 self.close()
                 raise ServerError(f"the server at {self.endpoint} is unreachable ({exc})") from None
+        if headers.get("connection", "").lower() == "close":
+            self.close()
         try:
             obj = json.loads(raw) if raw else {}
         except ValueError:
             obj = {}
         if not isinstance(obj, dict):
             obj = {}
-        return reply.status, obj
+        return status, obj
 
     def checked(self, method: str, path: str, body: dict | None = None) -> dict:
         """The reply of a request that must succeed; a refusal is a ServerError with the
@@ -124,9 +167,12 @@ class Client:
         )
 
     def close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
+        if self._stream is not None:
+            self._stream.close()
+            self._stream = None
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
 
     def __enter__(self) -> Client:
         return self

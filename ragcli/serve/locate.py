@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -59,6 +58,8 @@ def runtime_dir() -> Path:
     base = os.environ.get("XDG_RUNTIME_DIR")
     if base and os.path.isdir(base):
         return Path(base) / "ragcli"
+    import tempfile  # only here: it imports shutil and random, which a client rarely needs
+
     return Path(tempfile.gettempdir()) / f"ragcli-{os.getuid()}"
 
 

@@ -28,7 +28,6 @@ import pytest
 
 from ragcli.config import load_settings
 from ragcli.index.pipeline import build_index
-from ragcli.serve.client import UnixConnection
 
 from ..conftest import CORPORA, RAG, rag
 
@@ -49,6 +48,19 @@ code = through_server(sys.argv[1:])
 loaded = sorted({{m.split('.')[0] for m in sys.modules}} & set({HEAVY!r}))
 print(json.dumps({{"code": code, "loaded": loaded}}))
 """
+
+
+class UnixConnection(http.client.HTTPConnection):
+    """The standard library's HTTP client over a Unix socket: the tests' own raw client."""
+
+    def __init__(self, path: str, timeout: float) -> None:
+        super().__init__("localhost", timeout=timeout)
+        self._path = path
+
+    def connect(self) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(self.timeout)
+        self.sock.connect(self._path)
 
 
 def _free_port() -> int:
