@@ -229,6 +229,8 @@ def serve_bench(
         cache.mkdir()
         (cache / "models").symlink_to(settings.cache_dir / "models")
         env = {**os.environ, "RAG_CACHE_DIR": str(cache)}
+        if settings.model:  # the server and every fresh process run the model asked for
+            env["RAG_MODEL"] = settings.model
         env.pop("RAG_SERVER", None)
         med = statistics.median
 
