@@ -59,6 +59,7 @@ bench: install $(PYDOCS)
 		--reps auto --plot docs/prefill.png --markdown docs/BENCHMARKS.md --json > docs/prefill.json
 	$(BIN)/rag bench workload ../shared/eval/pydocs-dev.jsonl --docs ../shared/eval/pydocs --index .rag-pydocs
 	$(BIN)/rag bench models ../shared/eval/pydocs-dev.jsonl --index .rag-pydocs
+	$(BIN)/rag bench serve ../shared/eval/pydocs-dev.jsonl --index .rag-pydocs
 	$(BIN)/rag index corpora
 	$(BIN)/rag bench semcache ../shared/eval/pydocs-dev.jsonl ragcli/bench/data/pydocs-paraphrases.jsonl --index .rag-pydocs --with-model --model gemma-3-270m
 	$(BIN)/rag bench semcache corpora/questions.jsonl ragcli/bench/data/demo-paraphrases.jsonl --with-model --model gemma-3-270m

@@ -69,3 +69,16 @@ class ModelError(RagError):
     """A model file is missing, unreadable or not a usable GGUF."""
 
     exit_code = ExitCode.INDEX_OR_MODEL
+
+
+class ServerError(RagError):
+    """A `rag serve` server refused or failed a request: busy, bad token, or an error it
+    reports with its own exit code (which the client then exits with)."""
+
+    exit_code = ExitCode.INDEX_OR_MODEL
+
+    def __init__(self, message: str, exit_code: int | None = None) -> None:
+        super().__init__(message)
+        if exit_code is not None:
+            known = exit_code in ExitCode._value2member_map_
+            self.exit_code = ExitCode(exit_code) if known else ExitCode.FAILURE

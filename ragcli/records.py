@@ -69,14 +69,12 @@ class Hit:
     def location(self) -> str:
         """Where to look: ``path:page N`` for paged documents, else ``path:start-end``."""
         c = self.chunk
-        where = f"page {c.page}" if c.page else f"{c.start_line}-{c.end_line}"
-        return f"{c.path}:{where}"
+        return location(c.path, c.start_line, c.end_line, c.page)
 
     @property
     def citation(self) -> str:
         """The location and, when the document has headings, the section it is in."""
-        heading = self.chunk.heading
-        return f"{self.location} — {heading}" if heading else self.location
+        return citation(self.as_dict())
 
     def as_dict(self) -> dict[str, str | int | float | None]:
         c = self.chunk
@@ -91,3 +89,18 @@ class Hit:
             "similarity": round(self.similarity, 4),
             "text": c.text,
         }
+
+
+def location(path: str, start_line: int, end_line: int, page: int | None) -> str:
+    """``path:page N`` for paged documents, else ``path:start-end``."""
+    return f"{path}:page {page}" if page else f"{path}:{start_line}-{end_line}"
+
+
+def citation(source: dict) -> str:
+    """A source as :meth:`Hit.as_dict` writes it, cited: location, then section if any.
+
+    Works on the JSON form so that a client printing a server's answer cites exactly as
+    the command does in-process.
+    """
+    where = location(source["path"], source["start_line"], source["end_line"], source["page"])
+    return f"{where} — {source['heading']}" if source.get("heading") else where

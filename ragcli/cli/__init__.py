@@ -1,71 +1,32 @@
-"""The `rag` command: a thin layer over the library, one module per command."""
+"""The `rag` command: a thin layer over the library, one module per command.
+
+:func:`main` first offers the command line to :mod:`.fast`, which answers `rag ask` and
+`rag search` through a running `rag serve` with the standard library alone; only when it
+declines is the Typer application (:mod:`.commands`) imported, which costs about 200 ms.
+"""
 
 from __future__ import annotations
 
-import os
 import sys
-from typing import Annotated
-
-import typer
-from typer._click import exceptions as click  # the click typer runs on (vendored)
-
-from .. import __version__
-from ..errors import ExitCode
-from . import ask, bench, cache, chat, evaluate, index, mcp, models, search
-from .common import fail, show_notes
-
-app = typer.Typer(
-    name="rag",
-    help="Ask questions about your documents, answered by a local model on your CPU.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
-
-
-def _version(value: bool) -> None:
-    if value:
-        typer.echo(f"rag {__version__}")
-        raise typer.Exit()
-
-
-@app.callback()
-def main_options(
-    debug: Annotated[
-        bool, typer.Option("--debug", help="Show tracebacks and llama.cpp logs.")
-    ] = False,
-    version: Annotated[
-        bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version.")
-    ] = False,
-) -> None:
-    """Exit codes: 0 answered, 1 not in the documents, 2 usage error, 3 index or model problem."""
-    show_notes(debug=debug or bool(os.environ.get("RAG_DEBUG")))
-
-
-app.command("index")(index.index_command)
-app.command("search")(search.search_command)
-app.command("ask")(ask.ask_command)
-app.command("eval")(evaluate.eval_command)
-app.command("chat")(chat.chat_command)
-app.command("mcp")(mcp.mcp_command)
-app.add_typer(cache.app, name="cache")
-app.add_typer(models.app, name="models")
-app.add_typer(bench.app, name="bench")
+from typing import Any
 
 
 def main() -> None:
-    """Run `rag`; a bad command line is one stderr line with a hint, like every other error."""
-    try:
-        code = app(standalone_mode=False)
-    except click.NoArgsIsHelpError as exc:  # bare `rag`: the help, as before
-        sys.stdout.write(exc.ctx.get_help() + "\n")
-        code = ExitCode.USAGE
-    except click.UsageError as exc:
-        hint = f" (see: {exc.ctx.command_path} -h)" if exc.ctx else ""
-        code = fail(exc.format_message() + hint, ExitCode.USAGE).exit_code
-    except click.ClickException as exc:
-        code = fail(exc.format_message(), ExitCode.USAGE).exit_code
-    except typer.Abort:  # Ctrl-C while click itself was prompting or parsing
-        code = fail("interrupted", ExitCode.INTERRUPTED).exit_code
-    sys.exit(code or 0)
+    """The `rag` entry point."""
+    from .fast import through_server
+
+    code = through_server(sys.argv[1:])
+    if code is not None:
+        sys.exit(code)
+    from .commands import run
+
+    run()
+
+
+def __getattr__(name: str) -> Any:
+    """``ragcli.cli.app`` (the Typer application), imported on first use."""
+    if name == "app":
+        from .commands import app
+
+        return app
+    raise AttributeError(f"module 'ragcli.cli' has no attribute {name!r}")

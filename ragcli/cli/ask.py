@@ -19,6 +19,7 @@ from .common import (
     ModelOpt,
     NoAnswerCacheOpt,
     NoCacheOpt,
+    NoServerOpt,
     ProfileOpt,
     QuietOpt,
     RetrieverOpt,
@@ -26,15 +27,16 @@ from .common import (
     TopKOpt,
     answer_settings,
     debug_enabled,
-    display_path,
     handle_errors,
     on_sigterm,
     print_json,
     print_profile,
     process_age_ms,
+    served,
     stdin_lines,
 )
 from .progress import progress_line, showing
+from .render import answer_text, marks, source_lines, timing_line
 
 if TYPE_CHECKING:
     from ..answer.asker import AnswerTimings
@@ -67,10 +69,13 @@ def ask_command(
     json_out: JsonOpt = False,
     profile: ProfileOpt = False,
     quiet: QuietOpt = False,
+    no_server: NoServerOpt = False,
 ) -> None:
-    """Answer QUESTION from the indexed documents, or say "I don't know" (exit 1)."""
+    """Answer QUESTION from the indexed documents, or say "I don't know" (exit 1).
+
+    A running `rag serve` of the same index and settings answers it, unless --no-server.
+    """
     started_ms = process_age_ms() if profile else None
-    from ..answer.asker import Asker
     from ..answer.batch import check_question
 
     if question != "-":
@@ -86,6 +91,19 @@ def ask_command(
         no_answer_cache,
         max_tokens=max_tokens,
     )
+    client = served(s, no_server or profile)  # --profile measures this process's own work
+    if client is not None:
+        with client:
+            if question == "-":
+                raise typer.Exit(_batch(client, quiet))
+            result = client.ask(question)
+        if json_out:
+            print_json(result)
+        else:
+            print_answer(result)
+        raise typer.Exit(ExitCode.ANSWERED if result["answered"] else ExitCode.NOT_FOUND)
+    from ..answer.asker import Asker
+
     t0 = time.perf_counter()
     asker = Asker(s)
     open_ms = (time.perf_counter() - t0) * 1000
@@ -114,16 +132,16 @@ def _counted(lines: Iterable[bytes], quiet: bool) -> Iterator[bytes]:
 
 
 def _batch(asker, quiet: bool) -> ExitCode:
-    """Answer stdin line by line; SIGTERM stops it like Ctrl-C, with the answers out."""
+    """Answer stdin line by line (an Asker, or a server's client); SIGTERM stops it like
+    Ctrl-C, with the answers out."""
     from ..answer.batch import answer_lines
 
+    def ask(question: str) -> dict:
+        out = asker.ask(question)
+        return out if isinstance(out, dict) else out.as_dict()
+
     with on_sigterm():
-        result = answer_lines(
-            _counted(stdin_lines(), quiet),
-            lambda q: asker.ask(q).as_dict(),
-            print_json,
-            debug_enabled(),
-        )
+        result = answer_lines(_counted(stdin_lines(), quiet), ask, print_json, debug_enabled())
     return result.code
 
 
@@ -149,6 +167,15 @@ def _profile(t: AnswerTimings, started_ms, open_ms: float, ask_started_ms) -> di
     return {k: round(v, 1) for k, v in out.items() if v is not None}
 
 
+def print_answer(result: dict) -> None:
+    """An answer in JSON form as `rag ask` prints it without streaming; figures on stderr."""
+    sys.stdout.write(answer_text(result))
+    sys.stdout.flush()
+    sys.stderr.write(
+        timing_line(result["timings"], result["reason"], result.get("cache_similarity")) + "\n"
+    )
+
+
 def show_answer(asker, question: str):
     """Stream the answer on a terminal, then sources and the timing line."""
     stream = sys.stdout.isatty()
@@ -158,38 +185,18 @@ def show_answer(asker, question: str):
         sys.stdout.flush()
 
     answer = asker.ask(question, on_text=on_text if stream else None)
-    marks = "".join(f" [{rank}]" for rank in answer.cited)  # sources that hold the answer
+    result = answer.as_dict()
     if stream and answer.raw_answer:
-        sys.stdout.write(marks + "\n")
+        sys.stdout.write(marks(result) + "\n")
         if not answer.answered:
             sys.stdout.write(
                 f"-> {answer.answer} (the answer above is not supported by the passages)\n"
             )
-    else:
-        sys.stdout.write(answer.answer + marks + "\n")
-    for h in answer.sources:
-        sys.stdout.write(f"[{h.rank}] {display_path(h.citation)}  similarity {h.similarity:.2f}\n")
-    sys.stdout.flush()
-    sys.stderr.write(timing_line(answer.timings, answer.reason, answer.cache_similarity) + "\n")
-    return answer
-
-
-def timing_line(t: AnswerTimings, reason: str, cache_similarity: float | None = None) -> str:
-    retrieval = t.embed_ms + t.search_ms
-    if t.cache_source == "answer":
-        return (
-            f"no model call (answer cache, question similarity {cache_similarity or 0:.3f}); "
-            f"retrieval {retrieval:.0f} ms · total {t.total_ms:.0f} ms"
+        sys.stdout.write(source_lines(result))
+        sys.stdout.flush()
+        sys.stderr.write(
+            timing_line(result["timings"], result["reason"], result.get("cache_similarity")) + "\n"
         )
-    if not t.prompt_tokens:
-        return f"no model call ({reason.replace('_', ' ')}); retrieval {retrieval:.0f} ms"
-    head = (
-        f"prompt {t.prompt_tokens} tok ({t.cached_tokens} cached, {t.cache_source}) · "
-        f"prefill {t.prefill_tokens} tok in {t.prefill_ms:.0f} ms ({t.prefill_tok_s:.0f} tok/s)"
-    )
-    if t.cache_source == "unknown":  # an LLM server that reports neither
-        head = f"prompt {t.prompt_tokens} tok (server reports no cache or prefill figures)"
-    return head + (
-        f" · first token {t.ttft_ms:.0f} ms · {t.completion_tokens} tok at {t.decode_tok_s:.1f} tok/s · "
-        f"total {t.total_ms / 1000:.1f} s"
-    )
+    else:
+        print_answer(result)
+    return answer

@@ -21,6 +21,7 @@ from ..config import RETRIEVERS, Settings, default, load_settings, one_of
 from ..errors import ExitCode, RagError, Terminated
 from ..log import LOGGER, debugging
 from ..models import DEFAULT_MODEL
+from .render import display_path as display_path  # re-exported for the commands
 
 IndexOpt = Annotated[
     Path | None,
@@ -100,6 +101,14 @@ LlmUrlOpt = Annotated[
     ),
 ]
 
+NoServerOpt = Annotated[
+    bool,
+    typer.Option(
+        "--no-server",
+        help="Work in this process even when `rag serve` serves this index.",
+    ),
+]
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -133,6 +142,21 @@ def answer_settings(
         llm_url=llm_url,
         **more,
     )
+
+
+def served(s: Settings, no_server: bool, purpose: str = "ask"):
+    """A client of the `rag serve` that serves this index with these settings, or None
+    (none runs, ``--no-server``, or it has other settings: then a note says so)."""
+    if no_server:
+        return None
+    from ..serve.client import NoServer, connect
+
+    try:
+        return connect(s, purpose=purpose)
+    except NoServer as exc:
+        if exc.note:
+            logging.getLogger(LOGGER).info(exc.note)
+        return None
 
 
 def debug_enabled() -> bool:
@@ -242,15 +266,6 @@ def stdin_lines(fd: int = 0, poll_s: float = 0.25) -> Iterator[bytes]:
 def print_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
     sys.stdout.flush()
-
-
-def display_path(path: str | Path) -> str:
-    """A path relative to the working folder when it lies below it."""
-    p = Path(path)
-    try:
-        return str(p.relative_to(Path.cwd()))
-    except ValueError:
-        return str(p)
 
 
 def stderr_console():

@@ -1,0 +1,152 @@
+"""`rag ask QUESTION` and `rag search QUERY` answered by a running `rag serve`, before the
+CLI framework is imported.
+
+Typer, rich and numpy together take about 200 ms to import, more than a served answer
+takes, so the entry point first tries this module: it understands the common options of
+the two commands, finds the server of the index, and prints exactly what the command
+would print, with the same exit codes. Anything else (another command, an option it
+does not know, a bad value, no server, other settings) makes it decline by returning
+None, and the full command runs. Standard library only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any
+
+from ..errors import ExitCode, RagError
+
+# option -> setting; flags below take no value
+_VALUE_OPTIONS = {
+    "ask": {
+        "--index": "index_dir",
+        "--store": "store",
+        "--model": "model",
+        "-k": "top_k",
+        "--top-k": "top_k",
+        "--retriever": "retriever",
+        "--llm-url": "llm_url",
+        "--max-tokens": "max_tokens",
+    },
+    "search": {
+        "--index": "index_dir",
+        "--store": "store",
+        "-k": "top_k",
+        "--top-k": "top_k",
+        "--retriever": "retriever",
+    },
+}
+_FLAGS = {"ask": {"--json", "-q", "--quiet"}, "search": {"--json"}}
+_POSITIVE = {"top_k", "max_tokens"}
+
+
+def parse(argv: list[str]) -> tuple[str, str, bool, dict[str, Any]] | None:
+    """(command, question, json, setting overrides), or None for what this does not handle."""
+    if not argv or argv[0] not in _VALUE_OPTIONS:
+        return None
+    command, rest = argv[0], argv[1:]
+    values, flags = _VALUE_OPTIONS[command], _FLAGS[command]
+    overrides: dict[str, Any] = {}
+    positional: list[str] = []
+    json_out = False
+    i = 0
+    while i < len(rest):
+        arg = rest[i]
+        name, eq, inline = arg.partition("=") if arg.startswith("--") else (arg, "", "")
+        if name in flags and not eq:
+            json_out = json_out or name == "--json"
+        elif name in values:
+            if eq:
+                value = inline
+            elif i + 1 < len(rest):
+                i += 1
+                value = rest[i]
+            else:
+                return None
+            key = values[name]
+            if key in _POSITIVE:
+                if not value.isdigit() or int(value) < 1:
+                    return None  # the full command reports the bad value
+                overrides[key] = int(value)
+            else:
+                overrides[key] = value
+        elif arg.startswith("-"):
+            return None  # an option this does not know, `--`, or a batch from stdin
+        else:
+            positional.append(arg)
+        i += 1
+    if len(positional) != 1:
+        return None
+    return command, positional[0], json_out, overrides
+
+
+def through_server(argv: list[str]) -> int | None:
+    """The exit code after a server did the work, or None to run the full command."""
+    if os.environ.get("RAG_DEBUG"):
+        return None
+    parsed = parse(argv)
+    if parsed is None:
+        return None
+    command, text, json_out, overrides = parsed
+    from ..config import load_settings
+    from ..serve.client import NoServer, connect
+
+    try:
+        settings = load_settings(overrides)
+        client = connect(settings, purpose=command)
+    except NoServer:
+        return None  # the full command says why, when there is something to say
+    except RagError:
+        return None  # a settings error: the full command reports it as it always does
+    try:
+        with client:
+            if command == "ask":
+                return _ask(client, text, json_out)
+            return _search(client, text, json_out, settings.top_k, settings.retriever)
+    except RagError as exc:
+        return _fail(str(exc), exc.exit_code)
+    except KeyboardInterrupt:
+        return _fail("interrupted", ExitCode.INTERRUPTED)
+    except BrokenPipeError:  # `rag ... | head`: nobody reads on
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return ExitCode.BROKEN_PIPE
+
+
+def _fail(message: str, code: int) -> int:
+    sys.stderr.write(f"rag: error: {message}\n")
+    return code
+
+
+def _print_json(obj: Any) -> None:
+    sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
+    sys.stdout.flush()
+
+
+def _ask(client, text: str, json_out: bool) -> int:
+    from ..answer.batch import check_question
+    from .render import answer_text, timing_line
+
+    result = client.ask(check_question(text))
+    if json_out:
+        _print_json(result)
+    else:
+        sys.stdout.write(answer_text(result))
+        sys.stdout.flush()
+        sys.stderr.write(
+            timing_line(result["timings"], result["reason"], result.get("cache_similarity")) + "\n"
+        )
+    return ExitCode.ANSWERED if result["answered"] else ExitCode.NOT_FOUND
+
+
+def _search(client, text: str, json_out: bool, top_k: int, retriever: str) -> int:
+    from .render import search_text
+
+    result = client.search(text, top_k, retriever)
+    if json_out:
+        _print_json(result)
+    else:
+        sys.stdout.write(search_text(result))
+        sys.stdout.flush()
+    return ExitCode.ANSWERED if result["results"] else ExitCode.NOT_FOUND

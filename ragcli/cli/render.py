@@ -1,0 +1,72 @@
+"""The text `rag ask` and `rag search` print, made from their JSON form.
+
+In-process and through a server the command prints from the same dicts with the same
+functions, so the two ways give the same bytes. Standard library only: the client fast
+path (:mod:`.fast`) uses it without loading the CLI framework.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..records import citation
+
+
+def display_path(path: str | Path) -> str:
+    """A path relative to the working folder when it lies below it."""
+    p = Path(path)
+    try:
+        return str(p.relative_to(Path.cwd()))
+    except ValueError:
+        return str(p)
+
+
+def marks(answer: dict[str, Any]) -> str:
+    """`` [1] [3]``: the numbers of the sources that hold the answer."""
+    return "".join(f" [{rank}]" for rank in answer["cited"])
+
+
+def source_lines(answer: dict[str, Any]) -> str:
+    return "".join(
+        f"[{s['rank']}] {display_path(citation(s))}  similarity {s['similarity']:.2f}\n"
+        for s in answer["sources"]
+    )
+
+
+def answer_text(answer: dict[str, Any]) -> str:
+    """What `rag ask` prints on stdout when it does not stream: answer, marks, sources."""
+    return answer["answer"] + marks(answer) + "\n" + source_lines(answer)
+
+
+def timing_line(t: dict[str, Any], reason: str, cache_similarity: float | None = None) -> str:
+    """The stderr line of figures under an answer (``timings`` of the JSON)."""
+    if t.get("cache_source") == "answer":
+        retrieval = t["embed_ms"] + t["search_ms"]
+        return (
+            f"no model call (answer cache, question similarity {cache_similarity or 0:.3f}); "
+            f"retrieval {retrieval:.0f} ms · total {t['total_ms']:.0f} ms"
+        )
+    if not t["prompt_tokens"]:
+        retrieval = t["embed_ms"] + t["search_ms"]
+        return f"no model call ({reason.replace('_', ' ')}); retrieval {retrieval:.0f} ms"
+    head = (
+        f"prompt {t['prompt_tokens']} tok ({t['cached_tokens']} cached, {t['cache_source']}) · "
+        f"prefill {t['prefill_tokens']} tok in {t['prefill_ms']:.0f} ms "
+        f"({t['prefill_tok_s']:.0f} tok/s)"
+    )
+    if t["cache_source"] == "unknown":  # an LLM server that reports neither
+        head = f"prompt {t['prompt_tokens']} tok (server reports no cache or prefill figures)"
+    return head + (
+        f" · first token {t['ttft_ms']:.0f} ms · {t['completion_tokens']} tok at "
+        f"{t['decode_tok_s']:.1f} tok/s · total {t['total_ms'] / 1000:.1f} s"
+    )
+
+
+def search_text(result: dict[str, Any]) -> str:
+    """What `rag search` prints: each passage's citation, similarity and opening words."""
+    out = []
+    for s in result["results"]:
+        out.append(f"[{s['rank']}] {display_path(citation(s))}  similarity {s['similarity']:.3f}")
+        out.append("    " + " ".join(s["text"].split())[:300])
+    return "".join(line + "\n" for line in out)

@@ -1,0 +1,112 @@
+"""Where the server of an index listens, and what must match for a client to use it.
+
+Server and clients compute the socket path with the same rule, so `rag ask` finds the
+server of its index without being told. Standard library only: clients import this.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from ..config import Settings
+from ..errors import ConfigError
+
+SOCKET_NAME = "serve.sock"
+# A Unix socket path must fit sun_path (108 bytes on Linux, 104 on macOS).
+MAX_SOCKET_PATH = 100
+SERVER_ENV = "RAG_SERVER"  # a socket path, or http://HOST:PORT
+TOKEN_ENV = "RAG_SERVER_TOKEN"
+
+# The settings that change an answer: a client uses a server only when they are equal.
+ANSWER_SETTINGS = (
+    "store",
+    "model",
+    "embed_model",
+    "top_k",
+    "retriever",
+    "n_ctx",
+    "max_tokens",
+    "context_passages",
+    "context_sentences",
+    "min_score",
+    "min_support",
+    "llm_url",
+    "use_cache",
+)
+
+
+def index_key(settings: Settings) -> str:
+    """What names the index: the store URL, or the index folder's absolute path."""
+    return settings.store or str(settings.index_dir.resolve())
+
+
+def identity(settings: Settings) -> dict[str, str | int | float | bool | None]:
+    """The index and the answer settings, as JSON values a client compares with its own."""
+    out: dict[str, str | int | float | bool | None] = {"index": index_key(settings)}
+    for name in ANSWER_SETTINGS:
+        value = getattr(settings, name)
+        out[name] = str(value) if isinstance(value, Path) else value
+    return out
+
+
+def runtime_dir() -> Path:
+    """A folder only this user can enter: $XDG_RUNTIME_DIR/ragcli, else one in the temp dir."""
+    base = os.environ.get("XDG_RUNTIME_DIR")
+    if base and os.path.isdir(base):
+        return Path(base) / "ragcli"
+    import tempfile  # only here: it imports shutil and random, which a client rarely needs
+
+    return Path(tempfile.gettempdir()) / f"ragcli-{os.getuid()}"
+
+
+def socket_path(settings: Settings) -> Path:
+    """``serve.sock`` in the index folder when its path is short enough, else a name in
+    the runtime folder derived from the index (Milvus stores have no folder)."""
+    if not settings.store:
+        path = settings.index_dir.resolve() / SOCKET_NAME
+        if len(os.fsencode(path)) <= MAX_SOCKET_PATH:
+            return path
+    digest = hashlib.sha256(index_key(settings).encode("utf-8", "surrogateescape")).hexdigest()
+    return runtime_dir() / f"{digest[:24]}.sock"
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """A server address: a Unix socket, or a TCP host and port (with its bearer token)."""
+
+    unix: Path | None = None
+    host: str = ""
+    port: int = 0
+    token: str | None = None
+
+    def __str__(self) -> str:
+        return f"unix:{self.unix}" if self.unix else f"http://{self.host}:{self.port}"
+
+
+def parse_server(value: str, token: str | None = None) -> Endpoint:
+    """``RAG_SERVER``: an ``http://HOST:PORT`` URL, or the path of a Unix socket."""
+    if value.startswith(("http://", "https://")):
+        try:
+            parts = urlsplit(value)
+            port = parts.port
+        except ValueError:
+            parts, port = None, None
+        if parts is None or parts.scheme != "http" or not parts.hostname or not port:
+            raise ConfigError(
+                f"{SERVER_ENV} must be a socket path or http://HOST:PORT, not {value!r}"
+            )
+        return Endpoint(host=parts.hostname, port=port, token=token)
+    return Endpoint(unix=Path(os.path.expanduser(value)), token=token)
+
+
+def client_endpoint(settings: Settings) -> Endpoint:
+    """Where a client looks for the server of its index: ``RAG_SERVER``, else the socket
+    path of the index."""
+    token = os.environ.get(TOKEN_ENV) or None
+    if value := os.environ.get(SERVER_ENV):
+        return parse_server(value, token)
+    return Endpoint(unix=socket_path(settings), token=token)
