@@ -134,7 +134,9 @@ class IndexStore:
         try:
             row = self._db.execute("SELECT value FROM meta WHERE key = 'vectors'").fetchone()
         except sqlite3.DatabaseError as exc:
-            raise IndexCorruptError(f"index {self.root} is unreadable ({exc}); {_REBUILD}") from None
+            raise IndexCorruptError(
+                f"index {self.root} is unreadable ({exc}); {_REBUILD}"
+            ) from None
         return row[0] if row else ""
 
     def files(self) -> dict[str, str]:
