@@ -817,6 +817,7 @@ def ingest_bench(
             runs["torch"].append(time.perf_counter() - t0)
         say("re-running `rag index` on the unchanged tree in fresh processes")
         args = [sys.executable, "-m", "ragcli", "index", str(docs), "--index", f"{tmp}/int8"]
+        args += ["--embed-backend", "onnx-int8"]
         for pattern in exclude:
             args += ["--exclude", pattern]
         reruns = [run_measured(args, dict(os.environ))[0] / 1000 for _ in range(3)]

@@ -261,9 +261,9 @@ def test_index_and_query_use_the_same_file_and_vectors(tmp_path, embedder):
     (docs / "bees.md").write_text("# Bees\n\nBumblebees warm their flight muscles by shivering.\n")
     s = load_settings({"index_dir": tmp_path / "index"})
     report = build_index([docs], s)  # the default backend, chosen by the pipeline itself
-    assert report.embeddings == "onnx-int8"
+    assert report.embeddings == "onnx-fp32"
     store = IndexStore.open(s.index_dir)
-    assert (store.info.embed_backend, store.info.embed_quantization) == ("onnx", "int8")
+    assert (store.info.embed_backend, store.info.embed_quantization) == ("onnx", "fp32")
     [chunk] = list(store.all_chunks())
     stored = store.vectors.contents()[1][0]
     store.close()
@@ -282,19 +282,19 @@ def _index(tmp_path, *args: str):
 
 
 def test_an_index_built_another_way_is_refused_with_the_rebuild_hint(tmp_path):
-    built = _index(tmp_path, "--embed-backend", "onnx-fp32")
+    built = _index(tmp_path, "--embed-backend", "onnx-int8")
     assert built.returncode == 0, built.stderr
-    assert "embeddings: onnx-fp32" in built.stdout
-    again = _index(tmp_path)  # the default, int8
+    assert "embeddings: onnx-int8" in built.stdout
+    again = _index(tmp_path)  # the default, fp32
     assert again.returncode == 3
     [line] = again.stderr.splitlines()
     assert "onnx-fp32" in line and "onnx-int8" in line and "--rebuild" in line
     asked = rag("search", "--index", str(tmp_path / "index"), "otters",
-                env={"RAG_CONFIG": str(_config(tmp_path, 'embed_backend = "onnx-int8"'))})  # fmt: skip
+                env={"RAG_CONFIG": str(_config(tmp_path, 'embed_backend = "onnx-fp32"'))})  # fmt: skip
     assert asked.returncode == 3 and "--rebuild" in asked.stderr
     assert len(asked.stderr.splitlines()) == 1
     rebuilt = _index(tmp_path, "--rebuild")
-    assert rebuilt.returncode == 0 and "embeddings: onnx-int8" in rebuilt.stdout
+    assert rebuilt.returncode == 0 and "embeddings: onnx-fp32" in rebuilt.stdout
     found = rag("search", "--index", str(tmp_path / "index"), "otters asleep")
     assert found.returncode == 0 and "otters.txt" in found.stdout
 
@@ -343,7 +343,7 @@ def test_a_corrupted_export_is_removed_never_used_and_rebuilt(tmp_path, info, se
         query_embedder(info, "onnx", "int8", settings.replace(cache_dir=cache))
     assert not data.exists()
     # Indexing exports it again; the new files verify and give the same vectors.
-    rebuilt = indexing_embedder(info, settings.replace(cache_dir=cache))
+    rebuilt = indexing_embedder(info, settings.replace(cache_dir=cache, embed_backend="onnx-int8"))
     assert isinstance(rebuilt, OnnxEmbedder) and rebuilt.quantization == "int8"
     assert verified_onnx(info, cache, "int8") is not None
     np.testing.assert_allclose(rebuilt.embed(TEXTS[:20]), onnx["int8"].embed(TEXTS[:20]), atol=1e-5)
