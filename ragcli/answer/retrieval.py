@@ -6,7 +6,6 @@ never mix vectors from two models; asking for another model is an error.
 
 from __future__ import annotations
 
-import logging
 import time
 from dataclasses import dataclass
 
@@ -38,9 +37,6 @@ class SearchResult:
     hits: list[Hit]
     embed_ms: float
     search_ms: float
-
-
-log = logging.getLogger(__name__)
 
 
 def query_embedder(info: EmbeddingModelInfo, store_info: IndexInfo, settings: Settings) -> Embedder:
