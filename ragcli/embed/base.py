@@ -137,4 +137,4 @@ def query_embedder(
             f"{settings.cache_dir / 'models' / 'onnx'}; `rag index` or "
             "`rag models pull all-MiniLM-L6-v2` makes it again"
         )
-    return OnnxEmbedder(info, model, settings.threads)
+    return OnnxEmbedder(info, model, settings.threads, prepack=False)

@@ -51,6 +51,7 @@ class OnnxEmbedder:
         threads: int = 0,
         spinning: bool = True,
         optimized: bool = True,
+        prepack: bool = True,
     ) -> None:
         self.info = info
         self.model = model
@@ -58,6 +59,9 @@ class OnnxEmbedder:
         self.threads = threads or os.cpu_count() or 1
         self.spinning = spinning
         self.optimized = optimized  # the graph was saved optimized: skip the optimizer
+        # Repacking the weights for the matrix kernels pays off over thousands of passages,
+        # not for one question: a query session skips it and starts in about half the time.
+        self.prepack = prepack
         self._session = None
         self._tokenizer = None
         self._lower = False
@@ -87,6 +91,8 @@ class OnnxEmbedder:
             options.log_severity_level = 3  # errors only: nothing on stderr otherwise
             if self.optimized:
                 options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+            if not self.prepack:
+                options.add_session_config_entry("session.disable_prepacking", "1")
             if not self.spinning:
                 # Idle threads sleep instead of spinning: the cores go to the parsers.
                 options.add_session_config_entry("session.intra_op.allow_spinning", "0")
