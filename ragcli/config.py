@@ -20,6 +20,11 @@ from .errors import ConfigError
 
 DEFAULT_EMBED_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 RETRIEVERS = ("dense", "bm25", "hybrid")  # see docs/BENCHMARKS.md
+# How passages are embedded: ONNX Runtime (int8 or fp32 weights) or torch (the fallback).
+EMBED_BACKENDS = ("onnx-int8", "onnx-fp32", "torch")
+# fp32: int8 indexes 2-3x faster but its MRR on the dev set is 0.018 lower (docs/BENCHMARKS.md,
+# "Embeddings on ONNX Runtime"), more than the 0.01 allowed for it
+DEFAULT_EMBED_BACKEND = "onnx-fp32"
 
 
 def _default_cache_dir() -> Path:
@@ -36,6 +41,8 @@ class Settings:
     embed_model: str | None = (
         None  # None: the index's own model (DEFAULT_EMBED_MODEL for a new one)
     )
+    # None: the index's own for queries, DEFAULT_EMBED_BACKEND for `rag index`
+    embed_backend: str | None = None
     top_k: int = 4
     retriever: str = "hybrid"  # dense | bm25 | hybrid (see docs/BENCHMARKS.md)
     chunk_tokens: int = 200
@@ -82,6 +89,10 @@ class Settings:
         if self.retriever not in RETRIEVERS:
             raise ConfigError(
                 f"setting retriever must be {one_of(RETRIEVERS)}, not {self.retriever!r}"
+            )
+        if self.embed_backend is not None and self.embed_backend not in EMBED_BACKENDS:
+            raise ConfigError(
+                f"setting embed_backend must be {one_of(EMBED_BACKENDS)}, not {self.embed_backend!r}"
             )
         if self.commit_seconds < 0:
             raise ConfigError("setting commit_seconds must be >= 0")

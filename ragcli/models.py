@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib.metadata
 import importlib.util
 import json
 import os
@@ -68,6 +69,97 @@ def _embedding_dim(path: Path) -> int:
         return int(json.loads((path / "config.json").read_text())["hidden_size"])
     except (KeyError, ValueError, OSError) as exc:
         raise ModelError(f"embedding model at {path}: cannot read its dimension ({exc})") from None
+
+
+# -- the embedding model on ONNX Runtime ---------------------------------------
+# Exported once from the sentence-transformers folder (ragcli.embed.onnx_export, which needs
+# torch), kept here under the model cache, and checked by sha256 before every use. Each
+# file is a graph already optimized by ONNX Runtime plus its weights in a ``.data`` file
+# beside it (memory-mapped when loaded), so it belongs to one ONNX Runtime version.
+ONNX_RECIPE = 1  # bump when the export or the quantization changes: older files are rebuilt
+ONNX_FILES = {"fp32": "model.onnx", "int8": "model.int8.onnx"}
+_SOURCE_SUFFIXES = (".json", ".safetensors", ".bin", ".txt", ".model")
+
+
+@dataclass(frozen=True)
+class OnnxModel:
+    """One exported, verified ONNX graph of an embedding model (weights beside it)."""
+
+    path: Path
+    quantization: str  # "fp32" or "int8"
+    sha256: str  # of the graph file; its .data file is checked too
+
+
+def onnx_file_names(quantization: str) -> tuple[str, str]:
+    """The graph file and its weights file."""
+    name = ONNX_FILES[quantization]
+    return name, f"{name}.data"
+
+
+def source_digest(info: EmbeddingModelInfo, cache_dir: Path) -> str:
+    """One sha256 over the files of a model folder that shape its vectors (config,
+    tokenizer, weights): an edited or replaced folder gets a new export."""
+    memo = cache_dir / "models" / "digests"
+    digest = hashlib.sha256()
+    root = Path(info.path)
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root).as_posix()
+        if path.suffix in _SOURCE_SUFFIXES and not rel.startswith(".") and path.is_file():
+            digest.update(f"{rel}\0{_file_digest(path, memo)}\0".encode())
+    return digest.hexdigest()
+
+
+def onnx_dir(info: EmbeddingModelInfo, cache_dir: Path) -> Path:
+    """The folder of the ONNX files of ``info``'s model folder as it is now, for the
+    installed ONNX Runtime (an optimized graph is tied to its version)."""
+    slug = "".join(c if c.isalnum() or c in "._-" else "-" for c in info.name.split("/")[-1])
+    try:
+        ort = importlib.metadata.version("onnxruntime")
+    except importlib.metadata.PackageNotFoundError:
+        ort = "none"
+    key = f"{slug[:48]}-{source_digest(info, cache_dir)[:16]}-ort{ort}"
+    return cache_dir / "models" / "onnx" / key
+
+
+def read_onnx_manifest(folder: Path) -> dict[str, str]:
+    """File name -> sha256 recorded by the export; {} when absent, stale or unreadable."""
+    try:
+        data = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+        if data.get("recipe") != ONNX_RECIPE:
+            return {}
+        return {
+            str(k): str(v) for k, v in data["files"].items() if isinstance(v, str) and len(v) == 64
+        }
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {}
+
+
+def write_onnx_manifest(folder: Path, files: dict[str, str], about: dict[str, str]) -> None:
+    """Record the sha256 of each exported file, atomically (a torn write reads as absent)."""
+    tmp = folder / "manifest.json.tmp"
+    tmp.write_text(
+        json.dumps({"recipe": ONNX_RECIPE, "files": files, **about}, indent=1), encoding="utf-8"
+    )
+    os.replace(tmp, folder / "manifest.json")
+
+
+def verified_onnx(info: EmbeddingModelInfo, cache_dir: Path, quantization: str) -> OnnxModel | None:
+    """The exported graph for ``quantization`` if the manifest vouches for the sha256 of
+    it and of its weights file.
+
+    Files that do not check out (no manifest, another recipe, other bytes) are removed,
+    never used: the caller exports them again.
+    """
+    folder = onnx_dir(info, cache_dir)
+    names = onnx_file_names(quantization)
+    expected = read_onnx_manifest(folder)
+    if not all((folder / n).is_file() for n in names):
+        return None
+    if all(expected.get(n) and _file_digest(folder / n, folder) == expected[n] for n in names):
+        return OnnxModel(folder / names[0], quantization, expected[names[0]])
+    for n in names:
+        (folder / n).unlink(missing_ok=True)
+    return None
 
 
 @dataclass(frozen=True)

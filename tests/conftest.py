@@ -54,8 +54,22 @@ def isolated_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def embedder():
-    """One loaded sentence-transformers model for the whole session."""
+def embedder(isolated_home):
+    """The embedder `rag index` uses by default (ONNX Runtime), loaded once for the session.
+
+    Making it exports the model's ONNX files first if the install has not (`make install`
+    runs `rag models pull all-MiniLM-L6-v2`), so every test finds them in place.
+    """
+    from ragcli.config import load_settings
+    from ragcli.embed.base import indexing_embedder
+    from ragcli.models import embedding_model
+
+    return indexing_embedder(embedding_model(), load_settings())
+
+
+@pytest.fixture(scope="session")
+def st_embedder():
+    """The reference: the model as sentence-transformers runs it on torch."""
     from ragcli.embed.base import SentenceTransformerEmbedder
     from ragcli.models import embedding_model
 

@@ -6,16 +6,17 @@ never mix vectors from two models; asking for another model is an error.
 
 from __future__ import annotations
 
-import logging
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..config import Settings
-from ..embed.base import Embedder, SentenceTransformerEmbedder
+from ..embed.base import Embedder
+from ..embed.base import query_embedder as _query_embedder
 from ..errors import IndexMismatchError
 from ..models import EmbeddingModelInfo, embedding_model
 from ..records import Hit
+from ..stores.base import IndexInfo
 from ..stores.url import open_store
 
 if TYPE_CHECKING:
@@ -43,18 +44,10 @@ class SearchResult:
     vector: np.ndarray | None = field(default=None, repr=False)  # the query's embedding
 
 
-log = logging.getLogger(__name__)
-
-
-def query_embedder(info: EmbeddingModelInfo) -> Embedder:
-    """The torch-free numpy encoder when the model allows it (same vectors, ~0.5 s
-    instead of ~8 s to start), else sentence-transformers, noted once in the log."""
-    from ..embed.numpy_bert import NumpyBertEmbedder, supports
-
-    if supports(info):
-        return NumpyBertEmbedder(info)
-    log.info("%s cannot run without torch; loading sentence-transformers", info.name)
-    return SentenceTransformerEmbedder(info)
+def query_embedder(info: EmbeddingModelInfo, store_info: IndexInfo, settings: Settings) -> Embedder:
+    """The embedder that built the index: the same ONNX file (fp32 or int8), verified,
+    or sentence-transformers for an index built on torch."""
+    return _query_embedder(info, store_info.embed_backend, store_info.embed_quantization, settings)
 
 
 class Retriever:
@@ -69,6 +62,12 @@ class Retriever:
                 f"index {settings.index_dir} was built with embedding model {recorded}, "
                 f"not {settings.embed_model}; rebuild it with `rag index --rebuild` to switch"
             )
+        if settings.embed_backend and settings.embed_backend != self.store.info.embeddings:
+            raise IndexMismatchError(
+                f"index {settings.store or settings.index_dir} was built with "
+                f"{self.store.info.embeddings} embeddings, not {settings.embed_backend}; rebuild "
+                "it with `rag index --rebuild` to switch"
+            )
         self._embedder = embedder
 
     @property
@@ -80,7 +79,7 @@ class Retriever:
                     f"embedding model {info.name} now gives {info.dim}-d vectors, the index holds "
                     f"{self.store.info.embed_dim}-d; rebuild it with `rag index --rebuild`"
                 )
-            self._embedder = query_embedder(info)
+            self._embedder = query_embedder(info, self.store.info, self.settings)
         return self._embedder
 
     def search(

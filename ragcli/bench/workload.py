@@ -450,20 +450,25 @@ def index_types_bench(
 # -- ingestion throughput ------------------------------------------------------
 @dataclass
 class IngestReport:
-    """`rag index` against bare ``SentenceTransformer.encode`` on the same passages,
-    measured in one process, plus an unchanged re-run in a fresh process."""
+    """`rag index` on ONNX Runtime (int8, the default, and fp32) against bare torch fp32
+    ``SentenceTransformer.encode`` on the same passages, in one process, alternating;
+    plus an unchanged re-run in a fresh process."""
 
     docs: str
     files: int
     chunks: int
-    index_s: float
+    index_s: float  # int8, the default
     index_chunks_per_s: float
     index_files_per_s: float
-    encode_s: float
+    index_fp32_s: float
+    index_fp32_chunks_per_s: float
+    encode_s: float  # bare torch fp32 encode
     encode_chunks_per_s: float
-    ratio: float  # indexing throughput / encode throughput
+    ratio: float  # int8 indexing throughput / bare torch encode throughput
+    ratio_fp32: float  # fp32 indexing throughput / bare torch encode throughput
     rerun_s: float  # `rag index` again, nothing changed, fresh process (median)
     peak_rss_mb: float  # this process (indexing + encode) and its parsing workers
+    threads: int
     reps: int
 
 
@@ -474,46 +479,56 @@ def ingest_bench(
     reps: int = 1,
     progress: Callable[[str], None] | None = None,
 ) -> IngestReport:
-    """Index ``docs`` from scratch and encode the resulting passages bare, ``reps``
-    times each, alternating; the model is loaded before either clock starts."""
+    """Index ``docs`` from scratch with each ONNX file, and encode the resulting passages
+    bare with torch, ``reps`` times each, alternating; every model is loaded before any
+    clock starts."""
     import resource
 
-    from ..embed.base import SentenceTransformerEmbedder
+    from ..embed.base import SentenceTransformerEmbedder, indexing_embedder
     from ..index.pipeline import build_index
     from ..models import embedding_model
     from ..stores.folder import IndexStore
 
     say = progress or (lambda _msg: None)
     exclude = exclude or []
-    embedder = SentenceTransformerEmbedder(embedding_model())
-    embedder.embed(["warm-up"])  # import torch and load the model outside the timings
-    model = embedder._load()
+    info = embedding_model()
+    torch_embedder = SentenceTransformerEmbedder(info)
+    torch_embedder.embed(["warm-up"])  # import torch and load the model outside the timings
+    model = torch_embedder._load()
+    onnx = {
+        q: indexing_embedder(info, settings.replace(embed_backend=f"onnx-{q}"))
+        for q in ("int8", "fp32")
+    }
+    for embedder in onnx.values():
+        embedder.embed(["warm-up"])
     with tempfile.TemporaryDirectory(prefix="rag-bench-ingest-") as tmp:
-        s = settings.replace(index_dir=Path(tmp) / "index")
-        index_runs, encode_runs = [], []
+        runs: dict[str, list[float]] = {"int8": [], "fp32": [], "torch": []}
         report = None
         for rep in range(reps):
-            say(f"indexing {docs} ({rep + 1}/{reps})")
-            t0 = time.perf_counter()
-            report = build_index([docs], s, rebuild=True, embedder=embedder, exclude=exclude)
-            index_runs.append(time.perf_counter() - t0)
-            store = IndexStore.open(s.index_dir)
+            for q, embedder in onnx.items():
+                s = settings.replace(index_dir=Path(tmp) / q, embed_backend=f"onnx-{q}")
+                say(f"indexing {docs} on ONNX Runtime {q} ({rep + 1}/{reps})")
+                t0 = time.perf_counter()
+                report = build_index([docs], s, rebuild=True, embedder=embedder, exclude=exclude)
+                runs[q].append(time.perf_counter() - t0)
+            store = IndexStore.open(Path(tmp) / "int8")
             texts = [c.text for c in store.all_chunks()]
             store.close()
             say(f"encoding the same {len(texts)} passages with SentenceTransformer.encode")
             t0 = time.perf_counter()
             model.encode(
-                texts, batch_size=embedder.batch_size, normalize_embeddings=True,
+                texts, batch_size=torch_embedder.batch_size, normalize_embeddings=True,
                 convert_to_numpy=True, show_progress_bar=False,
             )  # fmt: skip
-            encode_runs.append(time.perf_counter() - t0)
+            runs["torch"].append(time.perf_counter() - t0)
         say("re-running `rag index` on the unchanged tree in fresh processes")
-        args = [sys.executable, "-m", "ragcli", "index", str(docs), "--index", str(s.index_dir)]
+        args = [sys.executable, "-m", "ragcli", "index", str(docs), "--index", f"{tmp}/int8"]
+        args += ["--embed-backend", "onnx-int8"]
         for pattern in exclude:
             args += ["--exclude", pattern]
         reruns = [run_measured(args, dict(os.environ))[0] / 1000 for _ in range(3)]
     assert report is not None
-    index_s, encode_s = statistics.median(index_runs), statistics.median(encode_runs)
+    med = {k: statistics.median(v) for k, v in runs.items()}
     n = len(texts)
     peak = max(
         resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
@@ -523,14 +538,18 @@ def ingest_bench(
         docs=str(docs),
         files=report.added,
         chunks=n,
-        index_s=round(index_s, 2),
-        index_chunks_per_s=round(n / index_s, 1),
-        index_files_per_s=round(report.added / index_s, 1),
-        encode_s=round(encode_s, 2),
-        encode_chunks_per_s=round(n / encode_s, 1),
-        ratio=round(encode_s / index_s, 3),
+        index_s=round(med["int8"], 2),
+        index_chunks_per_s=round(n / med["int8"], 1),
+        index_files_per_s=round(report.added / med["int8"], 1),
+        index_fp32_s=round(med["fp32"], 2),
+        index_fp32_chunks_per_s=round(n / med["fp32"], 1),
+        encode_s=round(med["torch"], 2),
+        encode_chunks_per_s=round(n / med["torch"], 1),
+        ratio=round(med["torch"] / med["int8"], 3),
+        ratio_fp32=round(med["torch"] / med["fp32"], 3),
         rerun_s=round(statistics.median(reruns), 2),
         peak_rss_mb=round(peak / 1024, 1),
+        threads=settings.threads,
         reps=reps,
     )
 
@@ -597,7 +616,8 @@ def indexed_vectors(index_dir: Path, questions: Path) -> tuple[np.ndarray, np.nd
     of what the synthetic vectors show."""
     import numpy as np
 
-    from ..answer.retrieval import query_embedder
+    from ..config import load_settings
+    from ..embed.base import query_embedder
     from ..models import embedding_model
     from ..stores.folder import IndexStore
 
@@ -605,8 +625,10 @@ def indexed_vectors(index_dir: Path, questions: Path) -> tuple[np.ndarray, np.nd
     try:
         vecs = np.ascontiguousarray(store.vectors.contents()[1], dtype=np.float32)
         model = embedding_model(store.info.embed_model)
+        info = store.info
     finally:
         store.close()
+    embedder = query_embedder(model, info.embed_backend, info.embed_quantization, load_settings())
     lines = questions.read_text(encoding="utf-8").splitlines()
     texts = [json.loads(line)["question"] for line in lines if line.strip()]
-    return vecs, np.asarray(query_embedder(model).embed(texts), dtype=np.float32)
+    return vecs, np.asarray(embedder.embed(texts), dtype=np.float32)

@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 
+from ..config import DEFAULT_EMBED_BACKEND, EMBED_BACKENDS, one_of
 from .common import (
     EmbedModelOpt,
     IndexOpt,
@@ -70,6 +71,15 @@ def index_command(
             show_default=False,
         ),
     ] = None,
+    embed_backend: Annotated[
+        str | None,
+        typer.Option(
+            "--embed-backend",
+            help=f"How to embed: {one_of(EMBED_BACKENDS)} (default: {DEFAULT_EMBED_BACKEND}; "
+            "torch for a model folder ONNX export does not cover). Changing it needs --rebuild.",
+            show_default=False,
+        ),
+    ] = None,
     ray: Annotated[
         str | None,
         typer.Option(
@@ -97,6 +107,7 @@ def index_command(
         chunk_tokens=chunk_tokens,
         chunk_overlap=chunk_overlap,
         index_type=index_type,
+        embed_backend=embed_backend,
     )
     _check_index_type(s)
     if ray is not None:
@@ -119,6 +130,8 @@ def index_command(
         f"{report.chunks_total} in the index ({report.files_total} files); "
         f"{report.seconds:.1f} s -> {_where(report.index_dir)}"
     )
+    if report.embeddings:
+        typer.echo(f"embeddings: {report.embeddings}")
     if report.chunks_embedded:
         typer.echo(f"{report.chunks_per_s:.1f} chunks/s, {report.files_per_s:.1f} files/s")
     if report.index_type:

@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from ..config import DEFAULT_EMBED_MODEL
 from ..models import CATALOG, DEFAULT_MODEL, model_installed, pull_model
 from ..progress import Step
 from .common import JsonOpt, QuietOpt, handle_errors, print_json, settings
@@ -64,12 +65,32 @@ def pull_command(
     names: Annotated[list[str], typer.Argument(help="Model names (see `rag models`).")],
     quiet: QuietOpt = False,
 ) -> None:
-    """Assemble each model into the model cache and check its size and sha256."""
+    """Assemble each model into the model cache and check its size and sha256.
+
+    The embedding model's name (all-MiniLM-L6-v2) makes its ONNX files (fp32 and int8).
+    """
     cache_dir = settings().cache_dir
     for name in names:
+        if name in EMBED_NAMES:
+            _pull_embeddings(name, cache_dir)
+            continue
         with progress_line(showing(quiet=quiet)) as progress:
             model = pull_model(name, cache_dir, _bytes(name, progress) if progress else None)
         typer.echo(f"{name}: {model.path} (sha256 {model.digest[:12]}..., verified)")
+
+
+EMBED_NAMES = (DEFAULT_EMBED_MODEL, DEFAULT_EMBED_MODEL.split("/")[-1])
+
+
+def _pull_embeddings(name: str, cache_dir) -> None:
+    """Export the embedding model to ONNX (once; torch) and verify both files' sha256."""
+    from ..embed.onnx_export import ensure_onnx
+    from ..models import embedding_model
+
+    info = embedding_model(name)
+    for quantization in ("fp32", "int8"):
+        onnx = ensure_onnx(info, cache_dir, quantization)
+        typer.echo(f"{name} ({quantization}): {onnx.path} (sha256 {onnx.sha256[:12]}..., verified)")
 
 
 def _bytes(name: str, progress):

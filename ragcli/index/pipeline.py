@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..config import DEFAULT_EMBED_MODEL, Settings
-from ..embed.base import Embedder, SentenceTransformerEmbedder
+from ..embed.base import Embedder, backend_name, indexing_embedder
 from ..errors import UsageError
 from ..models import EmbeddingModelInfo, embedding_model
 from ..progress import OnStep, Step
@@ -71,6 +71,7 @@ class IndexReport:
     index_type: str = ""  # what the FAISS vector file holds ("" for other stores)
     index_spec: str = ""  # what was asked for: "auto" or a factory string
     search_params: str = ""
+    embeddings: str = ""  # backend and quantization: "onnx-int8", "onnx-fp32" or "torch"
     seconds: float = 0.0
     chunks_per_s: float = 0.0  # chunks embedded per second of the whole run
     files_per_s: float = 0.0  # new and changed files per second of the whole run
@@ -150,14 +151,21 @@ def build_index(
     say(Step("finding files"))
     found, skipped = discover(paths, include=include, exclude=exclude)
     roots = [p.resolve() for p in paths]
+    if embedder is None:
+        say(Step("checking the embedding model", detail=model.name))
+        embedder = indexing_embedder(model, settings)
     info = IndexInfo.for_build(
         model.name,
         model.dim,
         settings.chunk_tokens,
         settings.chunk_overlap,
         index_spec=settings.index_type,
+        embed_backend=embedder.backend,
+        embed_quantization=embedder.quantization,
     )
-    report = IndexReport(index_dir=settings.store or str(settings.index_dir))
+    report = IndexReport(
+        index_dir=settings.store or str(settings.index_dir), embeddings=info.embeddings
+    )
     report.skipped = [{"path": str(s.path), "reason": s.reason} for s in skipped]
 
     with store_writer(settings, info, rebuild=rebuild) as writer:
@@ -187,13 +195,15 @@ def build_index(
         run.parsing()
         if ray_address is not None:
             big = {p for p in todo if run.streams(p)}
+            used = settings.replace(
+                embed_backend=backend_name(info.embed_backend, info.embed_quantization)
+            )
             for prepared, vectors in prepare_with_ray(
-                [p for p in todo if p not in big], settings, model, ray_address
+                [p for p in todo if p not in big], used, model, ray_address
             ):
                 run.parsed(prepared)
                 run.store(prepared, vectors)
             todo = sorted(big)
-        embedder = embedder or SentenceTransformerEmbedder(model)
         batch: list[PreparedFile] = []
         pending = 0  # passages in the batch
         for prepared in _prepared(todo, model, settings, run, embedder, workers):
@@ -267,7 +277,7 @@ class _Run:
     def load(self, embedder: Embedder) -> None:
         """Load the embedding model as a phase of its own, so that its seconds
         are not read as slow embedding."""
-        if isinstance(embedder, SentenceTransformerEmbedder) and not embedder.loaded:
+        if not getattr(embedder, "loaded", True):
             self.say(Step("loading the embedding model", detail=embedder.info.name))
             embedder.embed([])
 

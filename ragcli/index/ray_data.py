@@ -217,7 +217,13 @@ def _pipeline(
     cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
     blocks = -(-len(paths) // FILES_PER_BLOCK)
     items = [{"index": i, "path": str(p)} for i, p in enumerate(paths)]
-    model_args = {"name": model.name, "path": str(model.path), "dim": model.dim}
+    model_args = {
+        "name": model.name,
+        "path": str(model.path),
+        "dim": model.dim,
+        "backend": settings.embed_backend,  # the driver's choice: every actor embeds alike
+        "cache_dir": str(settings.cache_dir),
+    }
     ds = ray.data.from_items(items, override_num_blocks=blocks)
     # Parse tasks claim no CPU: an actor pool holding every CPU would otherwise
     # starve them and the run would hang (ray-project/ray#44687). A few at a
@@ -344,10 +350,15 @@ class EmbedActor:
     """Ray actor: holds one loaded model and embeds the passage rows of each batch."""
 
     def __init__(self, model: dict[str, Any]) -> None:
-        from ..embed.base import SentenceTransformerEmbedder
+        from ..config import Settings
+        from ..embed.base import indexing_embedder
 
         self.dim = model["dim"]
-        self.embedder = SentenceTransformerEmbedder(_model_info(model))
+        # one actor per CPU: each runs its model on one thread
+        own = Settings(
+            embed_backend=model["backend"], cache_dir=Path(model["cache_dir"]), n_threads=1
+        )
+        self.embedder = indexing_embedder(_model_info(model), own)
         self.embedder.embed(["warm-up"])  # load now, not inside the first batch
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

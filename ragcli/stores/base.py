@@ -69,6 +69,10 @@ class IndexInfo:
     # or a factory string); search_params are stored in the vector file too.
     index_spec: str | None = AUTO  # None only while building: keep what the index has
     search_params: str = ""
+    # What computed the vectors: "onnx" or "torch", and "int8" or "fp32" weights. An index
+    # from before ONNX has neither recorded: it was built on torch in fp32.
+    embed_backend: str = "torch"
+    embed_quantization: str = "fp32"
 
     @classmethod
     def for_build(
@@ -78,16 +82,27 @@ class IndexInfo:
         chunk_tokens: int,
         chunk_overlap: int,
         index_spec: str | None = AUTO,
+        embed_backend: str = "torch",
+        embed_quantization: str = "fp32",
     ):
         return cls(
             embed_model=embed_model,
             embed_dim=embed_dim,
             chunk_tokens=chunk_tokens,
             chunk_overlap=chunk_overlap,
+            embed_backend=embed_backend,
+            embed_quantization=embed_quantization,
             faiss_version=package_version("faiss-cpu"),
             sentence_transformers_version=package_version("sentence-transformers"),
             index_spec=None if index_spec is None else _checked_spec(index_spec, embed_dim),
         )
+
+    @property
+    def embeddings(self) -> str:
+        """The backend and quantization as the ``embed_backend`` setting spells them."""
+        if self.embed_backend == "torch":
+            return "torch"
+        return f"{self.embed_backend}-{self.embed_quantization}"
 
     def mismatch(self, other: IndexInfo) -> str | None:
         """Why vectors built with ``other`` cannot go into this index, if they cannot."""
@@ -95,6 +110,11 @@ class IndexInfo:
             return (
                 f"it was built with embedding model {self.embed_model} ({self.embed_dim}-d), "
                 f"not {other.embed_model} ({other.embed_dim}-d)"
+            )
+        if self.embeddings != other.embeddings:
+            return (
+                f"it was built with {self.embeddings} embeddings of {self.embed_model}, "
+                f"not {other.embeddings}"
             )
         if (self.chunk_tokens, self.chunk_overlap) != (other.chunk_tokens, other.chunk_overlap):
             return (

@@ -122,6 +122,7 @@ def test_failed_update_leaves_previous_index_intact(tmp_path, docs, embedder):
 
     class Exploding:
         info = embedder.info
+        backend, quantization = embedder.backend, embedder.quantization
 
         def embed(self, texts, progress=None):
             raise RuntimeError("power cut")

@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ragcli.embed.numpy_bert import NumpyBertEmbedder
-from ragcli.models import embedding_model
 from ragcli.serve.service import MemoEmbedder
 
 
 class Counting:
     """The real encoder, with the texts it was asked to embed written down."""
 
-    def __init__(self) -> None:
-        self.inner = NumpyBertEmbedder(embedding_model())
+    def __init__(self, inner) -> None:
+        self.inner = inner
         self.info = self.inner.info
         self.asked: list[str] = []
 
@@ -22,9 +20,9 @@ class Counting:
         return self.inner.embed(texts)
 
 
-def test_memo_gives_the_encoders_vectors_and_embeds_each_text_once():
+def test_memo_gives_the_encoders_vectors_and_embeds_each_text_once(embedder):
     texts = ["Bees dance.", "The Moon raises tides.", "Bees dance.", "Rivers run to the sea."]
-    counting = Counting()
+    counting = Counting(embedder)
     memo = MemoEmbedder(counting, capacity=3)
     first = memo.embed(texts)
     assert counting.asked == ["Bees dance.", "The Moon raises tides.", "Rivers run to the sea."]

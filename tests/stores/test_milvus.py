@@ -194,11 +194,8 @@ if sys.argv[2] == "after-commit-point":
 else:
     # die after staging the changes, before the commit point
     milvus_store.MilvusWriter.commit = lambda self: os._exit(9)
-from ragcli.models import embedding_model
-from ragcli.answer.retrieval import query_embedder
-
-embedder = query_embedder(embedding_model())  # torch-free: the same vectors, quick to start
-build_index([Path(sys.argv[3])], load_settings({"store": sys.argv[1]}), embedder=embedder)
+settings = load_settings({"store": sys.argv[1]})
+build_index([Path(sys.argv[3])], settings)  # ONNX Runtime: torch-free, quick to start
 """
 
 
