@@ -383,7 +383,10 @@ def test_openai_client_lists_the_model_and_answers(server: Server):
     assert [s["rank"] for s in extra["sources"]] == [1, 2, 3, 4]  # ... and the sources
     for rank in extra["ragcli"]["cited"]:
         assert f"[{rank}] " in text.split("Sources:")[1]
-    assert reply.usage.prompt_tokens == extra["ragcli"]["timings"]["prompt_tokens"] > 100
+    timings = extra["ragcli"]["timings"]
+    assert reply.usage.prompt_tokens == timings["prompt_tokens"]
+    # Asked before in this module: the answer cache serves it, else the model reads a prompt.
+    assert timings["cache_source"] == "answer" or timings["prompt_tokens"] > 100
 
 
 def test_openai_client_streams(server: Server):
