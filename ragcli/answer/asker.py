@@ -278,10 +278,6 @@ class Asker:
         if cache is not None and key is not None:
             hit = cache.lookup(key, question, found.vector)
             if hit is not None:
-                if self._engine_future is not None:
-                    # llama.cpp silences stdout while a model loads: let it finish first.
-                    with contextlib.suppress(Exception):
-                        self._engine_future.result()
                 if on_text:
                     on_text(hit.raw_answer)
                 timings.cache_source = "answer"

@@ -131,7 +131,7 @@ def index_command(
         f"{report.seconds:.1f} s -> {_where(report.index_dir)}"
     )
     if report.embeddings:
-        typer.echo(f"embeddings: {report.embeddings}")
+        typer.echo(f"encoder: {report.embeddings}")
     if report.chunks_embedded:
         typer.echo(f"{report.chunks_per_s:.1f} chunks/s, {report.files_per_s:.1f} files/s")
     if report.index_type:

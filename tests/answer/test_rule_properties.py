@@ -51,7 +51,7 @@ class _Retriever:
         self.hits: list[Hit] = []
 
     def search(self, question: str, k: int):
-        return SimpleNamespace(hits=self.hits[:k], embed_ms=0.0, search_ms=0.0)
+        return SimpleNamespace(hits=self.hits[:k], embed_ms=0.0, search_ms=0.0, vector=None)
 
     def close(self) -> None:
         pass
@@ -66,7 +66,8 @@ def asker(embedder):
             return engine
 
     # min_score below any cosine: the model always runs, so the rule always decides.
-    settings = load_settings({"min_score": -1.0, "use_cache": False})
+    # No answer cache: every case must reach the rule, not an earlier case's answer.
+    settings = load_settings({"min_score": -1.0, "use_cache": False, "answer_cache": False})
     a = FakeAsker(settings, retriever=_Retriever(embedder))
     yield a, engine
     a.close()

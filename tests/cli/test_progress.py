@@ -134,7 +134,7 @@ def test_index_progress_moves_every_two_seconds(tmp_path):
     )
     assert first_total - states[0][0] <= GAP_S
     assert max(gaps) <= GAP_S, [(round(t, 1), line) for t, line in states]
-    assert len(distinct_counts) >= 10  # sub-batches of 32, not one jump per 1,024
+    assert len(distinct_counts) >= 6  # small steps as sub-batches finish, not one jump per 1,024
     assert any(line.startswith("committing") for _, line in states)
     assert not any(line.startswith(PHASES) for t, line in screen.lines if t > summary)
 

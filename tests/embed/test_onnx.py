@@ -284,7 +284,7 @@ def _index(tmp_path, *args: str):
 def test_an_index_built_another_way_is_refused_with_the_rebuild_hint(tmp_path):
     built = _index(tmp_path, "--embed-backend", "onnx-int8")
     assert built.returncode == 0, built.stderr
-    assert "embeddings: onnx-int8" in built.stdout
+    assert "encoder: onnx-int8" in built.stdout
     again = _index(tmp_path)  # the default, fp32
     assert again.returncode == 3
     [line] = again.stderr.splitlines()
@@ -294,7 +294,7 @@ def test_an_index_built_another_way_is_refused_with_the_rebuild_hint(tmp_path):
     assert asked.returncode == 3 and "--rebuild" in asked.stderr
     assert len(asked.stderr.splitlines()) == 1
     rebuilt = _index(tmp_path, "--rebuild")
-    assert rebuilt.returncode == 0 and "embeddings: onnx-fp32" in rebuilt.stdout
+    assert rebuilt.returncode == 0 and "encoder: onnx-fp32" in rebuilt.stdout
     found = rag("search", "--index", str(tmp_path / "index"), "otters asleep")
     assert found.returncode == 0 and "otters.txt" in found.stdout
 

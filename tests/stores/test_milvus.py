@@ -361,7 +361,10 @@ import sys
 from ragcli.config import load_settings
 from ragcli.stores.base import IndexInfo
 from ragcli.stores.url import store_writer
-info = IndexInfo.for_build("sentence-transformers/all-MiniLM-L6-v2", 384, 200, 40)
+info = IndexInfo.for_build(
+    "sentence-transformers/all-MiniLM-L6-v2", 384, 200, 40,
+    embed_backend=sys.argv[2], embed_quantization=sys.argv[3],
+)  # fmt: skip
 with store_writer(load_settings({"store": sys.argv[1]}), info) as writer:
     print("writing", flush=True)
     sys.stdin.read()
@@ -373,7 +376,14 @@ def test_server_store_shared_by_processes(tmp_path, docs, embedder, milvus_serve
     r = build_index([docs], s, embedder=embedder)
     assert (r.added, r.chunks_total) == (3, 3)
     holder = subprocess.Popen(
-        [sys.executable, "-c", _HOLD_WRITER, milvus_server],
+        [
+            sys.executable,
+            "-c",
+            _HOLD_WRITER,
+            milvus_server,
+            embedder.backend,
+            embedder.quantization,
+        ],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
