@@ -9,13 +9,13 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ..config import default
 from ..errors import ExitCode
 from ..progress import Step
 from .common import (
     IndexOpt,
     JsonOpt,
     LlmUrlOpt,
+    MaxTokensOpt,
     ModelOpt,
     NoAnswerCacheOpt,
     NoCacheOpt,
@@ -56,14 +56,7 @@ def ask_command(
     store: StoreOpt = None,
     model: ModelOpt = None,
     llm_url: LlmUrlOpt = None,
-    max_tokens: Annotated[
-        int | None,
-        typer.Option(
-            min=1,
-            help=f"Answer length limit (default: {default('max_tokens')}).",
-            show_default=False,
-        ),
-    ] = None,
+    max_tokens: MaxTokensOpt = None,
     no_cache: NoCacheOpt = False,
     no_answer_cache: NoAnswerCacheOpt = False,
     json_out: JsonOpt = False,

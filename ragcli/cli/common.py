@@ -80,6 +80,15 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")
 QuietOpt = Annotated[
     bool, typer.Option("--quiet", "-q", help="Draw no progress line on the terminal.")
 ]
+MaxTokensOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--max-tokens",
+        min=1,
+        help=f"Answer length limit (default: {default('max_tokens')}).",
+        show_default=False,
+    ),
+]
 NoCacheOpt = Annotated[
     bool,
     typer.Option("--no-cache", help="Do not reuse or save answers or KV states (no cache at all)."),

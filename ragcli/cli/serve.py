@@ -9,10 +9,10 @@ from typing import Annotated
 
 import typer
 
-from ..config import default
 from .common import (
     IndexOpt,
     LlmUrlOpt,
+    MaxTokensOpt,
     ModelOpt,
     NoCacheOpt,
     RetrieverOpt,
@@ -31,14 +31,7 @@ def serve_command(
     store: StoreOpt = None,
     model: ModelOpt = None,
     llm_url: LlmUrlOpt = None,
-    max_tokens: Annotated[
-        int | None,
-        typer.Option(
-            min=1,
-            help=f"Answer length limit (default: {default('max_tokens')}).",
-            show_default=False,
-        ),
-    ] = None,
+    max_tokens: MaxTokensOpt = None,
     no_cache: NoCacheOpt = False,
     socket_path: Annotated[
         Path | None,
