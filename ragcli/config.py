@@ -50,6 +50,10 @@ class Settings:
     n_ctx: int = 4096
     n_batch: int = 512
     n_threads: int = 0  # 0: one per core
+    # llama.cpp's load-time copy of the weights into its interleaved CPU layout. Off: on this
+    # project's 2-core AVX2 machine it cost 1 s of load and 600 MB of memory for no faster
+    # prefill (docs/BENCHMARKS.md, "Loading the model").
+    repack_weights: bool = False
     max_tokens: int = 24
     context_passages: int = 4  # the model reads sentences of this many best passages ...
     context_sentences: int = 8  # ... the ones closest to the question, with their neighbours

@@ -198,7 +198,9 @@ class Asker:
             from ..llm.kv_cache import PrefixCache
 
             cache = PrefixCache(s.cache_dir / "prefix", s.cache_max_bytes)
-        engine = LlamaEngine(model, s.n_ctx, s.n_batch, s.threads, cache=cache)
+        engine = LlamaEngine(
+            model, s.n_ctx, s.n_batch, s.threads, cache=cache, repack=s.repack_weights
+        )
         self.model_load_ms = (time.perf_counter() - t0) * 1000
         return engine
 

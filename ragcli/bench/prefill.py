@@ -472,7 +472,9 @@ def prefill_sweep(
     # The context is sized for the sweep, not for answering: the longest prompt fits.
     n_ctx = max(settings.n_ctx, max_len + CTX_MARGIN)
     load_before = _load()
-    engine = LlamaEngine(model, n_ctx, settings.n_batch, settings.threads)
+    engine = LlamaEngine(
+        model, n_ctx, settings.n_batch, settings.threads, repack=settings.repack_weights
+    )
     try:
         lengths = sweep_lengths(max_len, engine.n_ctx)
         tokens = bench_tokens(engine, lengths[-1])

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import itertools
 import logging
 import os
@@ -47,6 +48,7 @@ class LlamaEngine:
         n_batch: int = 512,
         n_threads: int = 0,
         cache: PrefixCache | None = None,
+        repack: bool = False,
     ) -> None:
         import llama_cpp
 
@@ -55,8 +57,9 @@ class LlamaEngine:
         self.cache = cache
         threads = n_threads or os.cpu_count() or 1
         try:
+            llama_class = llama_cpp.Llama if repack else _without_repack(llama_cpp.Llama)
             with _quiet_native_logs():
-                self.llm = llama_cpp.Llama(
+                self.llm = llama_class(
                     model_path=str(model.path),
                     n_ctx=n_ctx,
                     n_batch=n_batch,
@@ -257,6 +260,29 @@ class LlamaEngine:
             self._lib.llama_batch_free(self._batch)
             self._batch = None
         self.llm.close()
+
+
+@functools.cache
+def _without_repack(llama: type) -> type:
+    """``Llama`` with llama.cpp's load-time weight repacking off.
+
+    Its constructor has no argument for ``use_extra_bufts``; it builds the model
+    parameters and assigns them to ``self.model_params`` before loading, so this
+    subclass turns the flag off as they are assigned. Measured (docs/BENCHMARKS.md,
+    "Loading the model"): a third of the load time and no 600 MB copy of the weights.
+    """
+
+    class Llama(llama):  # type: ignore[misc, valid-type]
+        @property
+        def model_params(self):
+            return self.__dict__["_ragcli_model_params"]
+
+        @model_params.setter
+        def model_params(self, params) -> None:
+            params.use_extra_bufts = False
+            self.__dict__["_ragcli_model_params"] = params
+
+    return Llama
 
 
 class _OtherThreadsOnly:
