@@ -62,12 +62,17 @@ def blocks(text: str) -> list[str]:
     return out
 
 
+# A section number left on its own by the split ("9.5.1."): no meaning for the model, and
+# a number it answers numeric questions with, which the passage does hold.
+_SECTION_NUMBER = re.compile(r"^\d+(?:\.\d+)*\.$")
+
+
 def sentences(text: str) -> list[str]:
     out = []
     for block in blocks(text):
         for s in _SENT.split(block):
             s = " ".join(s.split()).lstrip("# ").strip()
-            if len(s) >= 3:
+            if len(s) >= 3 and not _SECTION_NUMBER.match(s):
                 out.append(s)
     return out
 

@@ -27,12 +27,22 @@ CANDIDATES = 30  # per retriever, before fusion
 
 
 def fuse(rankings: list[list[int]], k: int) -> list[tuple[int, float]]:
-    """Reciprocal-rank fusion: ids by the sum of 1 / (RRF_K + rank) over rankings."""
+    """Reciprocal-rank fusion: ids by the sum of 1 / (RRF_K + rank) over rankings, with
+    each ranking's own first id kept in the top k.
+
+    Fusion sees ranks, not scores, so a passage far closer in meaning than any other but
+    missed by BM25 (other words, same sense) falls behind passages both rank middling;
+    keeping each retriever's best in place of the last fused ones costs nothing when they
+    agree (docs/BENCHMARKS.md, "Answer quality").
+    """
     scores: dict[int, float] = {}
     for ranking in rankings:
         for rank, i in enumerate(ranking, 1):
             scores[i] = scores.get(i, 0.0) + 1.0 / (RRF_K + rank)
-    return sorted(scores.items(), key=lambda kv: -kv[1])[:k]
+    top = sorted(scores.items(), key=lambda kv: -kv[1])[:k]
+    chosen = {i for i, _ in top}
+    firsts = [i for i in dict.fromkeys(r[0] for r in rankings if r) if i not in chosen][:k]
+    return top[: k - len(firsts)] + [(i, scores[i]) for i in firsts]
 
 
 @dataclass(frozen=True)

@@ -641,6 +641,7 @@ def serve_command(
         rows += [
             (f"load: {load.clients} x {load.per_client} requests", f"{load.requests}"),
             ("  lost / wrong", f"{load.lost} / {load.wrong}"),
+            ("  another wording's answer, from the answer cache", f"{load.from_answer_cache}"),
             ("  p50 / p99 latency (ms)", f"{load.p50_ms:.0f} / {load.p99_ms:.0f}"),
             ("  throughput (answers/s)", f"{load.throughput_qps:.2f}"),
         ]

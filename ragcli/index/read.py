@@ -609,6 +609,31 @@ _BLOCK = frozenset(
 )
 
 
+# A list is navigation (a table of contents, a menu, "next/previous" links) when nearly all
+# its text is link text: the link-density rule of boilerplate removal. Such lists crowd out
+# the sections they point to, since they name every topic of a site in a few lines.
+_NAV_LIST_ITEMS = 5  # shorter lists of links ("see also") are kept
+_NAV_LINK_SHARE = 0.9
+
+
+@dataclass
+class _OpenList:
+    """An outermost <ul>/<ol> being read: where its lines start and how much is link text."""
+
+    first_line: int
+    first_heading: int
+    items: int = 0
+    chars: int = 0
+    link_chars: int = 0
+
+    def is_navigation(self) -> bool:
+        return (
+            self.items >= _NAV_LIST_ITEMS
+            and self.chars > 0
+            and self.link_chars >= _NAV_LINK_SHARE * self.chars
+        )
+
+
 class _VisibleText(HTMLParser):
     """Collects visible text lines, each tagged with its source line number."""
 
@@ -622,6 +647,9 @@ class _VisibleText(HTMLParser):
         self.in_pre = 0
         self.heading_level = 0  # inside <hN>
         self.headings: list[tuple[int, int, str]] = []
+        self.in_link = 0  # inside <a href>
+        self.lists = 0  # depth of <ul>/<ol>
+        self.outer_list: _OpenList | None = None
 
     def _skipping(self) -> bool:
         return bool(self.stack) and self.stack[-1][1]
@@ -657,6 +685,16 @@ class _VisibleText(HTMLParser):
         self.stack.append((tag, skip))
         if tag == "pre":
             self.in_pre += 1
+        if skip:
+            return
+        if tag == "a" and any(k == "href" for k, _ in attrs):
+            self.in_link += 1
+        elif tag in ("ul", "ol"):
+            if not self.lists:
+                self.outer_list = _OpenList(len(self.lines), len(self.headings))
+            self.lists += 1
+        elif tag == "li" and self.outer_list is not None:
+            self.outer_list.items += 1
 
     def handle_endtag(self, tag: str) -> None:
         if tag in _BLOCK:
@@ -666,15 +704,36 @@ class _VisibleText(HTMLParser):
         if not any(t == tag for t, _ in self.stack):
             return  # stray end tag
         while self.stack:
-            open_tag, _ = self.stack.pop()
+            open_tag, skipped = self.stack.pop()
             if open_tag == "pre":
                 self.in_pre -= 1
+            if not skipped:
+                self._closed(open_tag)
             if open_tag == tag:
                 break
+
+    def _closed(self, tag: str) -> None:
+        """Links and lists end; an outermost list of links is dropped as navigation."""
+        if tag == "a" and self.in_link:
+            self.in_link -= 1
+        elif tag in ("ul", "ol") and self.lists:
+            self.lists -= 1
+            nav = self.outer_list
+            if not self.lists and nav is not None:
+                self.outer_list = None
+                if nav.is_navigation():
+                    del self.lines[nav.first_line :]
+                    del self.line_map[nav.first_line :]
+                    del self.headings[nav.first_heading :]
 
     def handle_data(self, data: str) -> None:
         if self._skipping() or not data:
             return
+        if self.outer_list is not None:
+            chars = len(data.strip())
+            self.outer_list.chars += chars
+            if self.in_link:
+                self.outer_list.link_chars += chars
         line = self.getpos()[0]
         if self.in_pre:
             # Keep code lines apart: each becomes a text line of its own.

@@ -40,6 +40,38 @@ def test_html_keeps_article_text_and_source_lines(tmp_path):
     assert lines[-2:] == ["line one", "line two"]
 
 
+TOC_PAGE = """<html><body><h1>The Guide</h1>
+<p>This guide has the chapters below; the <a href="intro.html">introduction</a> is short.</p>
+<div class="toctree-wrapper"><ul>
+<li><a href="intro.html">1. Introduction</a><ul>
+<li><a href="intro.html#a">1.1. Installing</a></li><li><a href="intro.html#b">1.2. First steps</a></li>
+</ul></li>
+<li><a href="files.html">2. Reading files</a></li><li><a href="errors.html">3. Errors</a></li>
+<li><a href="classes.html">4. Classes</a></li>
+</ul></div>
+<h2>See also</h2>
+<ul><li><a href="faq.html">The FAQ</a></li><li><a href="glossary.html">Glossary</a></li></ul>
+<h2>Conventions</h2>
+<ul><li>Code is shown in <a href="fonts.html">monospace</a> type.</li><li>Prompts start with >>>.</li>
+<li>Output follows the prompt.</li><li>Comments start with #.</li><li>Paths use slashes.</li></ul>
+</body></html>
+"""
+
+
+def test_html_lists_of_links_are_dropped_as_navigation(tmp_path):
+    """A table of contents names every topic of a site in a few lines and would crowd out
+    the sections it points to; short link lists and lists of prose stay."""
+    page = tmp_path / "index.html"
+    page.write_text(TOC_PAGE)
+    doc = read_document(page)
+    for toc_line in ("1. Introduction", "1.1. Installing", "2. Reading files", "4. Classes"):
+        assert toc_line not in doc.text
+    for kept in ("the introduction is short", "The FAQ", "Glossary", "Code is shown in monospace"):
+        assert kept in doc.text
+    assert [h[2] for h in doc.headings] == ["The Guide", "See also", "Conventions"]
+    assert len(doc.text.split("\n")) == len(doc.line_map)
+
+
 def test_non_utf8_text_is_read_with_a_warning(tmp_path):
     f = tmp_path / "latin.txt"
     f.write_bytes("Caf\xe9 cr\xe8me on the terrace".encode("cp1252"))
