@@ -76,7 +76,7 @@ def _embedding_dim(path: Path) -> int:
 # torch), kept here under the model cache, and checked by sha256 before every use. Each
 # file is a graph already optimized by ONNX Runtime plus its weights in a ``.data`` file
 # beside it (memory-mapped when loaded), so it belongs to one ONNX Runtime version.
-ONNX_RECIPE = 1  # bump when the export or the quantization changes: older files are rebuilt
+ONNX_RECIPE = 2  # bump when the export or the quantization changes: older files are rebuilt
 ONNX_FILES = {"fp32": "model.onnx", "int8": "model.int8.onnx"}
 _SOURCE_SUFFIXES = (".json", ".safetensors", ".bin", ".txt", ".model")
 

@@ -28,8 +28,11 @@ from ragcli.models import (
 
 from ..conftest import rag
 
-INT8_MIN_COSINE = 0.97  # int8 against the reference, any text (measured: 0.975, Thai script)
-INT8_MEAN_COSINE = 0.99  # ... and on average over the texts here
+# int8 against the reference, any text, and on average over the texts here. Measured: 0.975
+# and above 0.99 on an AVX-512 VNNI CPU; 0.974 and 0.990 on an AVX2 one (Zen 3), whose int8
+# kernels are less exact (0.966 and 0.989 there before weights were quantized to 7 bits).
+INT8_MIN_COSINE = 0.97
+INT8_MEAN_COSINE = 0.985
 
 LITERAL_TEXTS = [
     "hi",
