@@ -17,7 +17,7 @@ from ..llm.base import Prompt
 IDK = "I don't know"
 # Part of the answer cache's key: raise it when a change to the prompt or to the answer
 # rules would change answers, so answers cached before are not served after.
-PROMPT_VERSION = 1
+PROMPT_VERSION = 2
 
 INSTRUCTIONS = (
     "Answer each question with a short phrase copied from its context. If the context does "
