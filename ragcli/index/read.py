@@ -618,8 +618,10 @@ _NAV_LINK_SHARE = 0.9
 
 @dataclass
 class _OpenList:
-    """An outermost <ul>/<ol> being read: where its lines start and how much is link text."""
+    """An outermost <ul>/<ol> being read: its place on the tag stack, where its lines start
+    and how much of it is link text."""
 
+    depth: int
     first_line: int
     first_heading: int
     items: int = 0
@@ -647,8 +649,7 @@ class _VisibleText(HTMLParser):
         self.in_pre = 0
         self.heading_level = 0  # inside <hN>
         self.headings: list[tuple[int, int, str]] = []
-        self.in_link = 0  # inside <a href>
-        self.lists = 0  # depth of <ul>/<ol>
+        self.link_depth: int | None = None  # stack depth of the open <a href>, if any
         self.outer_list: _OpenList | None = None
 
     def _skipping(self) -> bool:
@@ -687,12 +688,10 @@ class _VisibleText(HTMLParser):
             self.in_pre += 1
         if skip:
             return
-        if tag == "a" and any(k == "href" for k, _ in attrs):
-            self.in_link += 1
-        elif tag in ("ul", "ol"):
-            if not self.lists:
-                self.outer_list = _OpenList(len(self.lines), len(self.headings))
-            self.lists += 1
+        if tag == "a" and self.link_depth is None and any(k == "href" for k, _ in attrs):
+            self.link_depth = len(self.stack)
+        elif tag in ("ul", "ol") and self.outer_list is None:
+            self.outer_list = _OpenList(len(self.stack), len(self.lines), len(self.headings))
         elif tag == "li" and self.outer_list is not None:
             self.outer_list.items += 1
 
@@ -704,27 +703,26 @@ class _VisibleText(HTMLParser):
         if not any(t == tag for t, _ in self.stack):
             return  # stray end tag
         while self.stack:
-            open_tag, skipped = self.stack.pop()
+            depth = len(self.stack)
+            open_tag, _ = self.stack.pop()
             if open_tag == "pre":
                 self.in_pre -= 1
-            if not skipped:
-                self._closed(open_tag)
+            self._closed(depth)
             if open_tag == tag:
                 break
 
-    def _closed(self, tag: str) -> None:
-        """Links and lists end; an outermost list of links is dropped as navigation."""
-        if tag == "a" and self.in_link:
-            self.in_link -= 1
-        elif tag in ("ul", "ol") and self.lists:
-            self.lists -= 1
-            nav = self.outer_list
-            if not self.lists and nav is not None:
-                self.outer_list = None
-                if nav.is_navigation():
-                    del self.lines[nav.first_line :]
-                    del self.line_map[nav.first_line :]
-                    del self.headings[nav.first_heading :]
+    def _closed(self, depth: int) -> None:
+        """The element at ``depth`` of the stack ended: a link, or an outermost list, which
+        is dropped as navigation when it is one."""
+        if self.link_depth == depth:
+            self.link_depth = None
+        nav = self.outer_list
+        if nav is not None and nav.depth == depth:
+            self.outer_list = None
+            if nav.is_navigation():
+                del self.lines[nav.first_line :]
+                del self.line_map[nav.first_line :]
+                del self.headings[nav.first_heading :]
 
     def handle_data(self, data: str) -> None:
         if self._skipping() or not data:
@@ -732,7 +730,7 @@ class _VisibleText(HTMLParser):
         if self.outer_list is not None:
             chars = len(data.strip())
             self.outer_list.chars += chars
-            if self.in_link:
+            if self.link_depth is not None:
                 self.outer_list.link_chars += chars
         line = self.getpos()[0]
         if self.in_pre:
