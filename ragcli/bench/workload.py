@@ -241,16 +241,22 @@ class StartupRow:
 
 
 def run_measured(args: list[str], env: dict[str, str]) -> tuple[float, float, str]:
-    """Wall ms, peak RSS in MB (from wait4's rusage) and stdout of one fresh process."""
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
-    out = proc.stdout.read() if proc.stdout else b""
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = (time.perf_counter() - t0) * 1000
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode not in (0, 1):
+    """Wall ms, peak RSS in MB and stdout of one fresh process, started through
+    ``peak.py`` so that this process's own size does not count as the command's."""
+    read, write = os.pipe()
+    wrapper = [sys.executable, str(Path(__file__).with_name("peak.py")), str(write)]
+    proc = subprocess.Popen(
+        [*wrapper, *args], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
+        pass_fds=(write,),
+    )  # fmt: skip
+    os.close(write)
+    with os.fdopen(read) as report:
+        out = proc.stdout.read() if proc.stdout else b""
+        proc.wait()
+        measured = json.loads(report.read() or "{}")
+    if proc.returncode not in (0, 1) or measured.get("code") not in (0, 1):
         raise RagError(f"{' '.join(args[:3])}... failed with exit code {proc.returncode}")
-    return wall, usage.ru_maxrss / 1024, out.decode("utf-8", "replace")
+    return measured["wall_ms"], measured["peak_mb"], out.decode("utf-8", "replace")
 
 
 def startup_bench(index_dir: Path, question: str, runs: int = 5) -> list[StartupRow]:
@@ -467,9 +473,30 @@ class IngestReport:
     ratio: float  # int8 indexing throughput / bare torch encode throughput
     ratio_fp32: float  # fp32 indexing throughput / bare torch encode throughput
     rerun_s: float  # `rag index` again, nothing changed, fresh process (median)
+    # a fresh `rag search` of each index (medians of SEARCH_ROUNDS, alternating)
+    search_int8_ms: float
+    search_int8_rss_mb: float
+    search_fp32_ms: float
+    search_fp32_rss_mb: float
     peak_rss_mb: float  # this process (indexing + encode) and its parsing workers
     threads: int
     reps: int
+
+
+SEARCH_ROUNDS = 7
+SEARCH_QUERY = "how are errors reported"  # any text: it is the start-up that is measured
+
+
+def _fresh_searches(root: Path) -> dict[str, list[tuple[float, float]]]:
+    """Wall ms and peak RSS MB of fresh `rag search` processes on each index under
+    ``root``, the backends alternating so that the machine's drift hits both alike."""
+    runs: dict[str, list[tuple[float, float]]] = {"int8": [], "fp32": []}
+    for _ in range(SEARCH_ROUNDS):
+        for q, found in runs.items():
+            args = [sys.executable, "-m", "ragcli", "search", "--index", str(root / q)]
+            wall, peak, _out = run_measured([*args, SEARCH_QUERY], dict(os.environ))
+            found.append((wall, peak))
+    return runs
 
 
 def ingest_bench(
@@ -527,7 +554,13 @@ def ingest_bench(
         for pattern in exclude:
             args += ["--exclude", pattern]
         reruns = [run_measured(args, dict(os.environ))[0] / 1000 for _ in range(3)]
+        say(f"fresh `rag search` processes on each index, {SEARCH_ROUNDS} rounds")
+        searches = _fresh_searches(Path(tmp))
     assert report is not None
+    search = {
+        q: (statistics.median(w for w, _ in v), statistics.median(m for _, m in v))
+        for q, v in searches.items()
+    }
     med = {k: statistics.median(v) for k, v in runs.items()}
     n = len(texts)
     peak = max(
@@ -548,6 +581,10 @@ def ingest_bench(
         ratio=round(med["torch"] / med["int8"], 3),
         ratio_fp32=round(med["torch"] / med["fp32"], 3),
         rerun_s=round(statistics.median(reruns), 2),
+        search_int8_ms=round(search["int8"][0], 1),
+        search_int8_rss_mb=round(search["int8"][1], 1),
+        search_fp32_ms=round(search["fp32"][0], 1),
+        search_fp32_rss_mb=round(search["fp32"][1], 1),
         peak_rss_mb=round(peak / 1024, 1),
         threads=settings.threads,
         reps=reps,

@@ -8,9 +8,11 @@ happens at import or construction: the session is made on the first ``embed``.
 
 The int8 graph quantizes each MatMul's input on the fly with one scale for the whole
 tensor, so a text's vector would depend on the texts batched with it (and their
-padding). It therefore runs one text at a time: a passage's vector at indexing is the
-question-time vector of the same text, whatever else was embedded with it. fp32 has no
-such coupling and runs in batches of similar length.
+padding). It therefore runs one text per call: a passage's vector at indexing is the
+question-time vector of the same text, whatever else was embedded with it. One text is
+too little work to split across cores (the threads would mostly wait for each other), so
+each call runs on one thread and ``threads`` calls run side by side. fp32 has no such
+coupling and runs in batches of similar length, each batch on all the threads.
 """
 
 from __future__ import annotations
@@ -86,7 +88,8 @@ class OnnxEmbedder:
             tokenizer.no_padding()  # padded per batch here, to the batch's longest text
             tokenizer.enable_truncation(max_length=max_len)
             options = ort.SessionOptions()
-            options.intra_op_num_threads = self.threads
+            # int8: one thread per call, calls side by side (see the module's docstring).
+            options.intra_op_num_threads = 1 if self.quantization == "int8" else self.threads
             options.inter_op_num_threads = 1
             options.log_severity_level = 3  # errors only: nothing on stderr otherwise
             if self.optimized:
@@ -119,26 +122,56 @@ class OnnxEmbedder:
         if self._lower:
             texts = [t.lower() for t in texts]
         ids = [e.ids for e in tokenizer.encode_batch(texts, add_special_tokens=True)]
-        # Longest first, batches of similar length up to BATCH_TOKENS padded tokens.
+        # Longest first: batches of similar length waste little on padding, and side by
+        # side single calls finish together.
         order = sorted(range(len(texts)), key=lambda i: -len(ids[i]))
+        if self.quantization == "int8":
+            self._embed_singly(session, ids, order, out, progress)
+            return out
         pos = 0
         done = 0  # rows since the last progress call: report about every MAX_BATCH texts
         while pos < len(order):
             n = max(1, len(ids[order[pos]]))
-            per_run = 1 if self.quantization == "int8" else min(MAX_BATCH, BATCH_TOKENS // n)
-            rows = order[pos : pos + max(1, per_run)]
-            batch = np.zeros((len(rows), n), dtype=np.int64)
-            mask = np.zeros((len(rows), n), dtype=np.int64)
-            for r, i in enumerate(rows):
-                batch[r, : len(ids[i])] = ids[i]
-                mask[r, : len(ids[i])] = 1
-            feeds = {"input_ids": batch, "attention_mask": mask}
-            if "token_type_ids" in self._inputs:
-                feeds["token_type_ids"] = np.zeros_like(batch)
-            out[rows] = session.run(None, feeds)[0]
+            rows = order[pos : pos + max(1, min(MAX_BATCH, BATCH_TOKENS // n))]
+            out[rows] = self._run(session, [ids[i] for i in rows], n)
             pos += len(rows)
             done += len(rows)
             if progress and (done >= MAX_BATCH or pos == len(order)):
                 progress(done)
                 done = 0
         return out
+
+    def _embed_singly(self, session, ids, order, out, progress: Progress | None) -> None:
+        """One text per call, ``threads`` calls at a time (ONNX Runtime releases the GIL)."""
+        if self.threads == 1 or len(order) == 1:
+            for start in range(0, len(order), MAX_BATCH):
+                rows = order[start : start + MAX_BATCH]
+                for i in rows:
+                    out[i] = self._run(session, [ids[i]], len(ids[i]))[0]
+                if progress:
+                    progress(len(rows))
+            return
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(self.threads, thread_name_prefix="embed") as pool:
+            for start in range(0, len(order), MAX_BATCH):
+                rows = order[start : start + MAX_BATCH]
+                vectors = pool.map(lambda i: self._run(session, [ids[i]], len(ids[i]))[0], rows)
+                for i, vector in zip(rows, vectors, strict=True):
+                    out[i] = vector
+                if progress:
+                    progress(len(rows))
+
+    def _run(self, session, rows: list[list[int]], n: int) -> np.ndarray:
+        """Vectors of token-id rows, padded to ``n`` tokens."""
+        import numpy as np
+
+        batch = np.zeros((len(rows), max(1, n)), dtype=np.int64)
+        mask = np.zeros_like(batch)
+        for r, row in enumerate(rows):
+            batch[r, : len(row)] = row
+            mask[r, : len(row)] = 1
+        feeds = {"input_ids": batch, "attention_mask": mask}
+        if "token_type_ids" in self._inputs:
+            feeds["token_type_ids"] = np.zeros_like(batch)
+        return session.run(None, feeds)[0]

@@ -28,12 +28,12 @@ from typing import TYPE_CHECKING
 
 from ..config import DEFAULT_EMBED_MODEL, Settings
 from ..embed.base import Embedder, backend_name, indexing_embedder
-from ..errors import UsageError
+from ..errors import IndexMissingError, UsageError
 from ..models import EmbeddingModelInfo, embedding_model
 from ..progress import OnStep, Step
 from ..records import Chunk
 from ..stores.base import IndexInfo
-from ..stores.url import store_writer
+from ..stores.url import open_store, store_writer
 from .chunking import TokenCounter, chunk_stream
 from .prepare import PreparedFile, prepare_file, token_counter
 from .ray_data import prepare_with_ray
@@ -121,6 +121,19 @@ def _unchanged(path: Path, stored: tuple[int, int, float] | None, sha: str | Non
     return fingerprint(path).sha256 == sha
 
 
+def _existing_backend(settings: Settings) -> str | None:
+    """The embeddings an existing index was built with: updating it without a choice keeps
+    them, so a change of the default never turns `rag index` into a demand to rebuild."""
+    try:
+        store = open_store(settings)
+    except IndexMissingError:
+        return None
+    try:
+        return store.info.embeddings
+    finally:
+        store.close()
+
+
 def build_index(
     paths: list[Path],
     settings: Settings,
@@ -153,6 +166,8 @@ def build_index(
     roots = [p.resolve() for p in paths]
     if embedder is None:
         say(Step("checking the embedding model", detail=model.name))
+        if settings.embed_backend is None and not rebuild:
+            settings = settings.replace(embed_backend=_existing_backend(settings))
         embedder = indexing_embedder(model, settings)
     info = IndexInfo.for_build(
         model.name,

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ragcli.config import load_settings
+from ragcli.config import DEFAULT_EMBED_BACKEND, load_settings
 from ragcli.embed.base import SentenceTransformerEmbedder, indexing_embedder, query_embedder
 from ragcli.embed.onnx import OnnxEmbedder
 from ragcli.embed.onnx_export import ExportUnsupported, ensure_onnx, pooling_mode
@@ -264,7 +264,7 @@ def test_index_and_query_use_the_same_file_and_vectors(tmp_path, embedder):
     (docs / "bees.md").write_text("# Bees\n\nBumblebees warm their flight muscles by shivering.\n")
     s = load_settings({"index_dir": tmp_path / "index"})
     report = build_index([docs], s)  # the default backend, chosen by the pipeline itself
-    assert report.embeddings == "onnx-fp32"
+    assert report.embeddings == DEFAULT_EMBED_BACKEND == "onnx-fp32"
     store = IndexStore.open(s.index_dir)
     assert (store.info.embed_backend, store.info.embed_quantization) == ("onnx", "fp32")
     [chunk] = list(store.all_chunks())
@@ -288,7 +288,11 @@ def test_an_index_built_another_way_is_refused_with_the_rebuild_hint(tmp_path):
     built = _index(tmp_path, "--embed-backend", "onnx-int8")
     assert built.returncode == 0, built.stderr
     assert "encoder: onnx-int8" in built.stdout
-    again = _index(tmp_path)  # the default, fp32
+    # Updated without a choice, an index keeps its own embeddings (not the default's).
+    kept = _index(tmp_path)
+    assert kept.returncode == 0, kept.stderr
+    assert "encoder: onnx-int8" in kept.stdout
+    again = _index(tmp_path, "--embed-backend", "onnx-fp32")
     assert again.returncode == 3
     [line] = again.stderr.splitlines()
     assert "onnx-fp32" in line and "onnx-int8" in line and "--rebuild" in line
@@ -296,7 +300,7 @@ def test_an_index_built_another_way_is_refused_with_the_rebuild_hint(tmp_path):
                 env={"RAG_CONFIG": str(_config(tmp_path, 'embed_backend = "onnx-fp32"'))})  # fmt: skip
     assert asked.returncode == 3 and "--rebuild" in asked.stderr
     assert len(asked.stderr.splitlines()) == 1
-    rebuilt = _index(tmp_path, "--rebuild")
+    rebuilt = _index(tmp_path, "--rebuild")  # rebuilt without a choice: the default
     assert rebuilt.returncode == 0 and "encoder: onnx-fp32" in rebuilt.stdout
     found = rag("search", "--index", str(tmp_path / "index"), "otters asleep")
     assert found.returncode == 0 and "otters.txt" in found.stdout
@@ -309,7 +313,7 @@ def test_an_index_from_before_onnx_reads_as_torch_and_is_refused(tmp_path, st_em
     docs.mkdir()
     (docs / "otters.txt").write_text("Sea otters hold hands while they sleep.\n")
     build_index([docs], load_settings({"index_dir": tmp_path / "index"}), embedder=st_embedder)
-    again = _index(tmp_path)
+    again = _index(tmp_path, "--embed-backend", DEFAULT_EMBED_BACKEND)
     assert again.returncode == 3
     assert "torch" in again.stderr and "--rebuild" in again.stderr
 
