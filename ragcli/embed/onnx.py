@@ -143,21 +143,17 @@ class OnnxEmbedder:
 
     def _embed_singly(self, session, ids, order, out, progress: Progress | None) -> None:
         """One text per call, ``threads`` calls at a time (ONNX Runtime releases the GIL)."""
-        if self.threads == 1 or len(order) == 1:
-            for start in range(0, len(order), MAX_BATCH):
-                rows = order[start : start + MAX_BATCH]
-                for i in rows:
-                    out[i] = self._run(session, [ids[i]], len(ids[i]))[0]
-                if progress:
-                    progress(len(rows))
-            return
         from concurrent.futures import ThreadPoolExecutor
 
-        with ThreadPoolExecutor(self.threads, thread_name_prefix="embed") as pool:
+        def one(i: int) -> np.ndarray:
+            return self._run(session, [ids[i]], len(ids[i]))[0]
+
+        workers = max(1, min(self.threads, len(order)))
+        with ThreadPoolExecutor(workers, thread_name_prefix="embed") as pool:
+            run = pool.map if workers > 1 else map
             for start in range(0, len(order), MAX_BATCH):
                 rows = order[start : start + MAX_BATCH]
-                vectors = pool.map(lambda i: self._run(session, [ids[i]], len(ids[i]))[0], rows)
-                for i, vector in zip(rows, vectors, strict=True):
+                for i, vector in zip(rows, run(one, rows), strict=True):
                     out[i] = vector
                 if progress:
                     progress(len(rows))
