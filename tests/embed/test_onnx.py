@@ -247,9 +247,10 @@ def test_a_text_gets_its_vector_whatever_is_embedded_with_it(onnx, vectors, quan
 
 def test_progress_and_empty_input(onnx, info):
     done: list[int] = []
-    out = onnx["fp32"].embed(TEXTS, progress=done.append)
-    assert sum(done) == len(TEXTS) and len(done) >= 2
-    assert out.shape == (len(TEXTS), info.dim)
+    texts = TEXTS * 2  # over 2 x MAX_BATCH: progress is reported about every MAX_BATCH texts
+    out = onnx["fp32"].embed(texts, progress=done.append)
+    assert sum(done) == len(texts) and len(done) >= 2
+    assert out.shape == (len(texts), info.dim)
     empty = onnx["int8"].embed([])
     assert empty.shape == (0, info.dim) and empty.dtype == np.float32
 
