@@ -123,7 +123,7 @@ ARG = st.one_of(
     st.sampled_from(
         ["-k", "3", "0", "-1", "--json", "--retriever", "bm25", "nope", "--top-k", "-"]
     ),
-    st.text(max_size=20),
+    st.text(st.characters(blacklist_characters="\x00"), max_size=20),  # argv holds no NUL
 )
 
 
