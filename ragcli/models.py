@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import importlib.metadata
 import importlib.util
 import json
 import os
@@ -112,6 +111,8 @@ def source_digest(info: EmbeddingModelInfo, cache_dir: Path) -> str:
 def onnx_dir(info: EmbeddingModelInfo, cache_dir: Path) -> Path:
     """The folder of the ONNX files of ``info``'s model folder as it is now, for the
     installed ONNX Runtime (an optimized graph is tied to its version)."""
+    import importlib.metadata  # 10 ms of imports, on every command otherwise
+
     slug = "".join(c if c.isalnum() or c in "._-" else "-" for c in info.name.split("/")[-1])
     try:
         ort = importlib.metadata.version("onnxruntime")

@@ -11,7 +11,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from importlib import metadata
 from typing import TYPE_CHECKING, Protocol
 
 from .. import __version__
@@ -46,6 +45,8 @@ def check_format(info: IndexInfo, where: str, rebuild_hint: str) -> None:
 
 
 def package_version(dist: str) -> str:
+    from importlib import metadata  # 6-10 ms of imports: only where a version is recorded
+
     try:
         return metadata.version(dist)
     except metadata.PackageNotFoundError:
