@@ -10,6 +10,10 @@ The question file is JSON Lines, one object a line::
 ``answerable: false`` questions are correct when the tool says "I don't know".
 ``source`` (optional) is the document holding the answer, relative to the indexed
 folder; a retrieved passage from a path ending in it counts as a retrieval hit.
+
+With ``--retrieval-only`` the sentences the model would read are chosen too, and
+``context_recall`` is the share of answerable questions with an alias in them: the
+ceiling of answer accuracy that retrieval and the sentence choice leave the model.
 """
 
 from __future__ import annotations
@@ -21,7 +25,9 @@ from pathlib import Path
 
 from ..errors import UsageError
 from ..progress import OnStep, Step
+from ..records import Hit
 from .asker import Answer, AnswerTimings, Asker
+from .focus import focus
 
 MAX_ANSWER_WORDS = 40
 
@@ -48,6 +54,7 @@ class EvalRow:
     ttft_ms: float | None
     prompt_tokens: int
     cached_tokens: int
+    context_hit: bool | None = None  # an alias is in the sentences shown (retrieval-only)
 
 
 @dataclass
@@ -57,6 +64,7 @@ class EvalSummary:
     unanswerable: int
     hit_at_k: float | None
     mrr: float | None
+    context_recall: float | None
     answer_accuracy: float | None
     abstention_accuracy: float | None
     false_abstention_rate: float | None
@@ -126,6 +134,18 @@ def _hit_rank(item: QAItem, answer: Answer) -> int | None:
     return None
 
 
+def _context_hit(item: QAItem, asker: Asker, hits: list[Hit]) -> bool | None:
+    """Whether an answer alias occurs in the sentences the model would be shown."""
+    if not item.answerable:
+        return None
+    s = asker.settings
+    chosen = focus(
+        item.question, hits, asker.retriever.embedder, s.context_passages, s.context_sentences
+    )
+    text = " ".join(chosen.sentences).lower()
+    return any(a.lower() in text for a in item.answers)
+
+
 def _mean(xs: list[float]) -> float | None:
     return round(statistics.fmean(xs), 4) if xs else None
 
@@ -138,14 +158,15 @@ def evaluate(
 ) -> EvalReport:
     """Ask every question and score retrieval, answers and abstentions.
 
-    ``retrieval_only`` scores hit@k and MRR without running the model (seconds,
-    not minutes), for tuning retrieval. ``progress`` hears of each question
+    ``retrieval_only`` scores hit@k, MRR and context recall without running the
+    model (seconds, not minutes), for tuning retrieval. ``progress`` hears of each question
     done, with the accuracy (or hit rate) so far.
     """
     rows: list[EvalRow] = []
     if progress:
         progress(Step("searching" if retrieval_only else "asking", 0, len(items), "questions"))
     for item in items:
+        context_hit = None
         if retrieval_only:
             found = asker.retriever.search(item.question)
             answer = Answer(
@@ -159,6 +180,7 @@ def evaluate(
                 timings=AnswerTimings(),
                 model="",
             )
+            context_hit = _context_hit(item, asker, found.hits)
         else:
             answer = asker.ask(item.question)
         t = answer.timings
@@ -175,6 +197,7 @@ def evaluate(
                 ttft_ms=t.ttft_ms if t.prompt_tokens else None,
                 prompt_tokens=t.prompt_tokens,
                 cached_tokens=t.cached_tokens,
+                context_hit=context_hit,
             )
         )
         if progress:
@@ -205,6 +228,7 @@ def summarize(rows: list[EvalRow], k: int, items: list[QAItem]) -> EvalSummary:
         unanswerable=len(neg),
         hit_at_k=_mean([r.hit_rank is not None for r in with_source]),
         mrr=_mean([1 / r.hit_rank if r.hit_rank else 0.0 for r in with_source]),
+        context_recall=_mean([r.context_hit for r in pos if r.context_hit is not None]),
         answer_accuracy=_mean([r.correct for r in pos if r.reason != "not_asked"]),
         abstention_accuracy=_mean([r.correct for r in neg if r.reason != "not_asked"]),
         false_abstention_rate=_mean(

@@ -22,7 +22,15 @@ if TYPE_CHECKING:
 
 WINDOW = 1  # neighbours kept either side of a chosen sentence
 
-_SENT = re.compile(r'(?<=[.!?])["”’)]?\s+(?=["“(]?[A-Z0-9_\-])')
+# A sentence ends at . ! or ? before a capital, digit or identifier, but not after a Latin
+# abbreviation that runs on ("all return 4**2, i.e. 16." is one sentence, and its number
+# the answer).
+_ABBREVIATIONS = ("e.g.", "i.e.", "cf.", "vs.", "viz.")
+_SENT = re.compile(
+    r"(?<=[.!?])"
+    + "".join(rf"(?<!\b(?i:{re.escape(a)}))" for a in _ABBREVIATIONS)
+    + r'["”’)]?\s+(?=["“(]?[A-Z0-9_\-])'
+)
 _BLOCK_START = re.compile(r"^\s*(#|[-*+]\s|\d+[.)]\s|>>>|\.\.\.|\$ )")
 _ENDS_BLOCK = re.compile(r"[.!?:;][\"”’)]?$")
 

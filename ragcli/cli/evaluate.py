@@ -68,12 +68,13 @@ def eval_command(
 
     console = stdout_console()
     if verbose:
-        rows = Table("id", "ok", "hit", "reason", "answer", "question")
+        rows = Table("id", "ok", "hit", "alias shown", "reason", "answer", "question")
         for r in report.rows:
             rows.add_row(
                 r.id,
                 "yes" if r.correct else "no",
                 str(r.hit_rank or "-"),
+                {True: "yes", False: "no", None: "-"}[r.context_hit],
                 r.reason,
                 r.answer[:60],
                 r.question[:60],

@@ -665,15 +665,23 @@ class _VisibleText(HTMLParser):
         self.current = []
         self.current_line = 0
 
+    def _blank(self) -> None:
+        """A blank line, unless one is there: it ends a paragraph for the sentence splitter
+        and is where a passage prefers to end. Code blocks are set apart with it, so that
+        the output line of an interpreter session is not read as the start of the prose
+        sentence after it."""
+        if self.lines and self.lines[-1]:
+            self.lines.append("")
+            self.line_map.append(self.getpos()[0])
+
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if tag in _BLOCK:
             self._break()
         if tag in _HEADINGS and not self._skipping():
             self.heading_level = int(tag[1])
-            if self.lines and self.lines[-1]:
-                # A blank line before each heading: passages then prefer to end there.
-                self.lines.append("")
-                self.line_map.append(self.getpos()[0])
+            self._blank()  # passages then prefer to end before a heading
+        if tag == "pre" and not self._skipping():
+            self._blank()
         if tag in _VOID:
             return
         marks = " ".join(v or "" for k, v in attrs if k in ("class", "id", "role")).lower()
@@ -704,9 +712,11 @@ class _VisibleText(HTMLParser):
             return  # stray end tag
         while self.stack:
             depth = len(self.stack)
-            open_tag, _ = self.stack.pop()
+            open_tag, skipped = self.stack.pop()
             if open_tag == "pre":
                 self.in_pre -= 1
+                if not skipped:
+                    self._blank()
             self._closed(depth)
             if open_tag == tag:
                 break
@@ -755,4 +765,7 @@ def html_text(markup: str) -> tuple[list[str], list[int], list[tuple[int, int, s
     parser.feed(markup)
     parser.close()
     parser._break()
+    while parser.lines and not parser.lines[-1]:
+        parser.lines.pop()
+        parser.line_map.pop()
     return parser.lines, parser.line_map, parser.headings

@@ -37,7 +37,7 @@ def test_html_keeps_article_text_and_source_lines(tmp_path):
         # each text line starts on the source line the map names
         if line:
             assert line.split()[0] in source[src - 1], (line, src)
-    assert lines[-2:] == ["line one", "line two"]
+    assert lines[-3:] == ["", "line one", "line two"]  # a code block is set apart
 
 
 TOC_PAGE = """<html><body><h1>The Guide</h1>
