@@ -18,6 +18,7 @@ With ``ray_address`` set, stage 2 and the embedding run on Ray instead
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections import deque
@@ -32,7 +33,7 @@ from ..errors import IndexMissingError, UsageError
 from ..models import EmbeddingModelInfo, embedding_model
 from ..progress import OnStep, Step
 from ..records import Chunk
-from ..stores.base import IndexInfo
+from ..stores.base import TEXT_VERSION, IndexInfo
 from ..stores.url import open_store, store_writer
 from .chunking import TokenCounter, chunk_stream
 from .prepare import PreparedFile, prepare_file, token_counter
@@ -103,6 +104,12 @@ def _prepare_in_worker(
 def _under(path: str, roots: list[Path]) -> bool:
     p = Path(path)
     return any(p == r or r in p.parents for r in roots)
+
+
+_STALE_TEXT = (
+    "this ragcli turns documents into passages differently from the one that built the "
+    "index: every file is read again"
+)
 
 
 def _unchanged(path: Path, stored: tuple[int, int, float] | None, sha: str | None) -> bool:
@@ -189,11 +196,17 @@ def build_index(
             raise UsageError(f"no documents to index under {' '.join(map(str, paths))} ({kinds})")
         todo: list[Path] = []
         seen: set[str] = set()
+        # Passages an older reader or chunker made are not kept: every file is read again.
+        stale_text = writer.info.text_version != TEXT_VERSION
+        if stale_text and writer.files:
+            report.warnings.append({"path": report.index_dir, "warning": _STALE_TEXT})
         for n, path in enumerate(found):
             say(Step("checking", n, len(found), "files"))
             key = str(path)
             try:
-                if _unchanged(path, writer.stats.get(key), writer.files.get(key)):
+                if not stale_text and _unchanged(
+                    path, writer.stats.get(key), writer.files.get(key)
+                ):
                     report.unchanged += 1
                     seen.add(key)
                 else:
@@ -229,6 +242,10 @@ def build_index(
                 run.embed_and_store(batch, embedder)
                 batch, pending = [], 0
         run.embed_and_store(batch, embedder)
+        if stale_text and all(key in redo for key in writer.files):
+            # Every passage is now this version's: say so in the commit below.
+            writer.info = dataclasses.replace(writer.info, text_version=TEXT_VERSION)
+            run.dirty = True
         if run.dirty or rebuild or not writer.has_commit or writer.needs_commit():
             _return_free_memory()  # the commit may rebuild the vector index: room for it
             say(Step("committing", detail=f"{report.chunks_embedded:,} passages embedded"))

@@ -22,6 +22,10 @@ if TYPE_CHECKING:
     import numpy as np
 
 FORMAT_VERSION = 4  # 2: BM25 full-text table; 3: PDF page of each chunk; 4: heading path
+# How documents become passages (the readers and the chunker). An index whose passages an
+# older version made is re-read whole on its next update, so it never keeps stale text.
+# 2: HTML code blocks set apart from the prose around them.
+TEXT_VERSION = 2
 
 # Words too common to help BM25 find a passage; FTS5 keeps them in the index.
 STOPWORDS = frozenset(
@@ -74,6 +78,8 @@ class IndexInfo:
     # from before ONNX has neither recorded: it was built on torch in fp32.
     embed_backend: str = "torch"
     embed_quantization: str = "fp32"
+    # TEXT_VERSION of the stored passages; an index from before it was recorded has 1.
+    text_version: int = 1
 
     @classmethod
     def for_build(
@@ -96,6 +102,7 @@ class IndexInfo:
             faiss_version=package_version("faiss-cpu"),
             sentence_transformers_version=package_version("sentence-transformers"),
             index_spec=None if index_spec is None else _checked_spec(index_spec, embed_dim),
+            text_version=TEXT_VERSION,
         )
 
     @property

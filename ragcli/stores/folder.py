@@ -115,6 +115,8 @@ class IndexStore:
                 if info.index_spec is None:  # no type asked for: keep the index's own
                     spec = existing.index_spec if existing else AUTO
                     info = dataclasses.replace(info, index_spec=spec)
+                if existing:  # what the stored passages are, until all are read again
+                    info = dataclasses.replace(info, text_version=existing.text_version)
                 yield IndexWriter(root, db, info, fresh=existing is None)
             finally:
                 db.close()

@@ -433,6 +433,8 @@ class MilvusWriter(FileWriter):
                     f"index {url} cannot take these vectors: {why}; "
                     "pass --rebuild to rebuild it, or use another --store"
                 )
+            # What the stored passages are, until all are read again.
+            self.info = dataclasses.replace(info, text_version=existing.text_version)
         self.has_commit = state is not None
         if state is None:  # new, rebuilt, or never committed: start over
             self._bm25 = _create_collections(self._client, self.target, info.embed_dim)

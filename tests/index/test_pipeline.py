@@ -247,3 +247,34 @@ def test_search_results_carry_the_heading(tmp_path, docs, embedder):
     assert hit.chunk.heading == "Otters"
     assert hit.citation.endswith(":1-3 — Otters")
     assert hit.as_dict()["heading"] == "Otters"
+
+
+def _text_version(settings) -> int:
+    with sqlite3.connect(settings.index_dir / "index.sqlite") as db:
+        row = db.execute("SELECT value FROM meta WHERE key = 'info.text_version'").fetchone()
+    return json.loads(row[0]) if row else 1
+
+
+def test_passages_made_by_an_older_reader_are_read_again(tmp_path, docs, embedder):
+    from ragcli.stores.base import TEXT_VERSION
+
+    s = _settings(tmp_path)
+    build_index([docs], s, embedder=embedder)
+    assert _text_version(s) == TEXT_VERSION
+    # An index from before the version was recorded: its passages count as version 1.
+    with sqlite3.connect(s.index_dir / "index.sqlite") as db:
+        db.execute("DELETE FROM meta WHERE key = 'info.text_version'")
+
+    # Indexing one of its folders re-reads that folder, but the rest is still old text.
+    (docs / "more").mkdir()
+    (docs / "more" / "owls.md").write_text("Owls turn their heads far round to look behind.\n")
+    part = build_index([docs / "more"], s, embedder=embedder)
+    assert part.added == 1 and part.warnings
+    assert _text_version(s) == 1
+
+    whole = build_index([docs], s, embedder=embedder)
+    assert (whole.added, whole.updated, whole.unchanged) == (0, 3, 0)
+    assert _text_version(s) == TEXT_VERSION
+    again = build_index([docs], s, embedder=embedder)
+    assert (again.updated, again.unchanged, again.warnings) == (0, 3, [])
+    assert _top_path(s, embedder, "where do owls look").path.endswith("owls.md")
