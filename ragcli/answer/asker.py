@@ -30,6 +30,8 @@ from ..stores.base import package_version
 from .focus import focus
 from .grounding import support
 from .prompt import (
+    CHAT_EXAMPLES,
+    CHAT_INSTRUCTIONS,
     EXAMPLES,
     IDK,
     INSTRUCTIONS,
@@ -146,7 +148,10 @@ def _ids(hits: list[Hit]) -> list[int]:
     return [h.chunk.id for h in hits]
 
 
-_PROMPT_DIGEST = hashlib.sha256(repr((INSTRUCTIONS, EXAMPLES)).encode()).hexdigest()[:16]
+# Both prompt styles: a cached answer must not outlive a change to either.
+_PROMPT_DIGEST = hashlib.sha256(
+    repr((INSTRUCTIONS, EXAMPLES, CHAT_INSTRUCTIONS, CHAT_EXAMPLES)).encode()
+).hexdigest()[:16]
 
 
 def _model_name(s: Settings) -> str:

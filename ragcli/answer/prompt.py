@@ -17,7 +17,7 @@ from ..llm.base import Prompt
 IDK = "I don't know"
 # Part of the answer cache's key: raise it when a change to the prompt or to the answer
 # rules would change answers, so answers cached before are not served after.
-PROMPT_VERSION = 2
+PROMPT_VERSION = 4  # 3 was tried and not kept (docs/BENCHMARKS.md)
 
 INSTRUCTIONS = (
     "Answer each question with a short phrase copied from its context. If the context does "
@@ -79,11 +79,13 @@ def completion_prompt(question: str, context: Sequence[str], instructions: bool 
 # turns. The examples are made up and cover what documentation questions ask: a span to copy,
 # a count of listed items, a yes/no, an identifier, and two refusals where the context is on
 # topic but silent, the case such a model gets wrong most (it answers with a nearby token).
+# The answer is the context's own words, whole: asked for "the shortest phrase", the model
+# cut spans down to a fragment that no longer answered (docs/BENCHMARKS.md, "Answer quality").
 CHAT_INSTRUCTIONS = (
     "You answer questions about the user's documents using only the context given with each "
-    "question, never your own knowledge. Reply with the answer alone: the shortest phrase that "
-    "answers it (a name, number, value or a few words), in the context's own words where you "
-    f"can. If the context does not say, reply exactly: {IDK}"
+    "question, never your own knowledge. Reply with the answer alone: the words of the context "
+    "that answer it, copied exactly and in full (a name, number, value or a few words). If the "
+    f"context does not say, reply exactly: {IDK}"
 )
 CHAT_EXAMPLES: tuple[tuple[str, str, str], ...] = (
     (
