@@ -112,14 +112,18 @@ def load_questions(path: Path) -> list[QAItem]:
     return items
 
 
+def _names_an_alias(item: QAItem, text: str) -> bool:
+    text = text.lower()
+    return any(a.lower() in text for a in item.answers)
+
+
 def is_correct(item: QAItem, answer: Answer) -> bool:
     if not item.answerable:
         return not answer.answered
-    text = answer.answer.lower()
     return (
         answer.answered
         and len(answer.answer.split()) <= MAX_ANSWER_WORDS
-        and any(a.lower() in text for a in item.answers)
+        and _names_an_alias(item, answer.answer)
     )
 
 
@@ -142,8 +146,7 @@ def _context_hit(item: QAItem, asker: Asker, hits: list[Hit]) -> bool | None:
     chosen = focus(
         item.question, hits, asker.retriever.embedder, s.context_passages, s.context_sentences
     )
-    text = " ".join(chosen.sentences).lower()
-    return any(a.lower() in text for a in item.answers)
+    return _names_an_alias(item, " ".join(chosen.sentences))
 
 
 def _mean(xs: list[float]) -> float | None:
