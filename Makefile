@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 QUESTION ?= Who won the 2023 Cricket World Cup?
 
-.PHONY: install demo test test-slow lint format bench clean
+.PHONY: install demo test test-slow lint format bench bench-answers clean
 
 install: $(STAMP)
 
@@ -55,7 +55,27 @@ PYDOCS := /usr/share/doc/python3.11/html
 $(PYDOCS):
 	apt-get install -y -q python3.11-doc || (apt-get update -q && apt-get install -y -q python3.11-doc)
 
-bench: install $(PYDOCS)
+# Answer quality on four sets: dev, the demo, near-topic questions over the same pages
+# (ragcli/bench/data), generated facts about fictional people (ragcli/bench/facts.py); then
+# the answerability rule refit on the fit halves and scored on the halves it never saw.
+# Reports in .bench/; figures in docs/BENCHMARKS.md ("Answers grounded by construction").
+ANSWERS := .bench/answers
+RULE_OFF := RAG_CONFIG=$(ANSWERS)/rule-off.toml  # every copied answer kept, with its signals
+bench-answers: install
+	mkdir -p $(ANSWERS)
+	printf 'min_answerable = 0.0\n' > $(ANSWERS)/rule-off.toml
+	$(BIN)/python -m ragcli.bench.facts $(ANSWERS)/facts
+	$(BIN)/rag index ../shared/eval/pydocs --index .rag-pydocs -q
+	$(BIN)/rag index corpora --index $(ANSWERS)/demo-index -q
+	$(BIN)/rag index $(ANSWERS)/facts/docs --index $(ANSWERS)/facts-index -q
+	$(RULE_OFF) $(BIN)/rag eval ../shared/eval/pydocs-dev.jsonl --index .rag-pydocs --json -q > $(ANSWERS)/dev.json
+	$(RULE_OFF) $(BIN)/rag eval corpora/questions.jsonl --index $(ANSWERS)/demo-index --json -q > $(ANSWERS)/demo.json
+	$(RULE_OFF) $(BIN)/rag eval ragcli/bench/data/pydocs-near-topic.jsonl --index .rag-pydocs --json -q > $(ANSWERS)/near.json
+	$(RULE_OFF) $(BIN)/rag eval $(ANSWERS)/facts/questions.jsonl --index $(ANSWERS)/facts-index --json -q > $(ANSWERS)/facts.json
+	$(BIN)/python -m ragcli.bench.answerability dev=$(ANSWERS)/dev.json demo=$(ANSWERS)/demo.json \
+		near=$(ANSWERS)/near.json facts=$(ANSWERS)/facts.json --fit near --fit facts
+
+bench: install $(PYDOCS) bench-answers
 	$(BIN)/rag bench prefill --model qwen2.5-coder-1.5b --model gemma-3-270m --max-len 4096 \
 		--reps auto --plot docs/prefill.png --markdown docs/BENCHMARKS.md --json > docs/prefill.json
 	$(BIN)/rag bench workload ../shared/eval/pydocs-dev.jsonl --docs ../shared/eval/pydocs --index .rag-pydocs
@@ -70,4 +90,4 @@ bench: install $(PYDOCS)
 	$(BIN)/rag bench index-types --size 100000 --type Flat --type auto --type IVF512,SQ8 --type HNSW32 --type HNSW32,SQ8 --nprobe 16 --nprobe 64
 
 clean:
-	rm -rf .rag .pytest_cache .ruff_cache
+	rm -rf .rag .bench .pytest_cache .ruff_cache

@@ -56,10 +56,16 @@ class Settings:
     # prefill (docs/BENCHMARKS.md, "Loading the model").
     repack_weights: bool = False
     max_tokens: int = 24
+    # The answer is copied from the sentences shown, token by token (answer/copying.py);
+    # off: the model writes freely and the support rule judges it afterwards.
+    copy_answers: bool = True
     context_passages: int = 4  # the model reads sentences of this many best passages ...
     context_sentences: int = 8  # ... the ones closest to the question, with their neighbours
     min_score: float = 0.42  # best sentence similarity below this: "I don't know", no model
     min_support: float = 0.5  # share of answer words that must occur in the passages
+    # A copied answer whose answerability (answer/answerable.py) is below this is withheld;
+    # the cut `python -m ragcli.bench.answerability` chose (docs/BENCHMARKS.md)
+    min_answerable: float = 0.27
     cache_dir: Path = field(default_factory=_default_cache_dir)
     cache_max_bytes: int = 1 << 30
     use_cache: bool = True  # the prompt (KV) cache; `--no-cache` turns off this and the next
@@ -113,6 +119,8 @@ class Settings:
             raise ConfigError("setting min_score must lie between -1 and 1")
         if not 0.0 < self.answer_cache_threshold <= 1.0:
             raise ConfigError("setting answer_cache_threshold must lie above 0 and at most 1")
+        if not 0.0 <= self.min_answerable <= 1.0:
+            raise ConfigError("setting min_answerable must lie between 0 and 1")
         if not 0.0 <= self.min_support <= 1.0:
             raise ConfigError("setting min_support must lie between 0 and 1")
         if self.llm_url is not None:

@@ -27,6 +27,7 @@ from ..llm.llama import LlamaEngine
 from ..models import CATALOG, DEFAULT_MODEL, GenerationModel, generation_model
 from ..records import Hit
 from ..stores.base import package_version
+from . import answerable, copying
 from .focus import focus
 from .grounding import support
 from .prompt import (
@@ -35,6 +36,7 @@ from .prompt import (
     EXAMPLES,
     IDK,
     INSTRUCTIONS,
+    LIST_HINT,
     PROMPT_VERSION,
     Prompt,
     chat_prompt,
@@ -45,6 +47,7 @@ from .prompt import (
 from .retrieval import Retriever
 from .semcache import FILE as ANSWER_CACHE_FILE
 from .semcache import AnswerCache, CachedAnswer, cache_key
+from .shapes import fits
 
 # Settings that shape the prompt or the rules, so a cached answer holds only under them.
 KEY_SETTINGS = (
@@ -56,8 +59,15 @@ KEY_SETTINGS = (
     "min_support",
     "max_tokens",
     "n_ctx",
+    "copy_answers",
+    "min_answerable",
 )
-MODEL_REASONS = ("answered", "model_abstained", "not_supported")  # outcomes the model decided
+MODEL_REASONS = (
+    "answered",
+    "model_abstained",
+    "not_supported",
+    "not_answerable",
+)  # outcomes the model decided
 
 if TYPE_CHECKING:
     from ..llm.remote import RemoteEngine
@@ -96,13 +106,17 @@ class Answer:
     answered: bool
     raw_answer: str
     grounded: bool
-    reason: str  # answered | no_relevant_passages | model_abstained | not_supported
+    # answered | no_relevant_passages | model_abstained | not_supported | not_answerable
+    reason: str
     sources: list[Hit]
     timings: AnswerTimings
     model: str
     support: float | None = None
     prompt: str = field(default="", repr=False)
     cited: list[int] = field(default_factory=list)  # ranks of the sources the answer came from
+    # The sentences the answer was copied from: {"rank": source rank, "line": file line, "text"}
+    evidence: list[dict] = field(default_factory=list)
+    signals: dict[str, float] = field(default_factory=dict)  # what answerability was judged on
     # Served from the answer cache: how close the question was to the one answered then.
     cache_similarity: float | None = None
     cached_question: str | None = None
@@ -115,12 +129,14 @@ class Answer:
             "raw_answer": self.raw_answer,
             "grounded": self.grounded,
             "cited": self.cited,
+            "evidence": self.evidence,
             "reason": self.reason,
             "sources": [h.as_dict() for h in self.sources],
             "timings": self.timings.as_dict(),
             "model": self.model,
             "cache_similarity": self.cache_similarity,
             "cached_question": self.cached_question,
+            "signals": self.signals,
         }
 
 
@@ -139,6 +155,7 @@ def _cached_answer(question: str, hit: CachedAnswer, hits: list[Hit], t: AnswerT
         model=hit.model,
         support=hit.support,
         cited=[rank_of[i] for i in hit.cited if i in rank_of],
+        evidence=[{**e, "rank": rank_of[e["rank"]]} for e in hit.evidence if e["rank"] in rank_of],
         cache_similarity=round(hit.similarity, 4),
         cached_question=hit.question,
     )
@@ -150,7 +167,7 @@ def _ids(hits: list[Hit]) -> list[int]:
 
 # Both prompt styles: a cached answer must not outlive a change to either.
 _PROMPT_DIGEST = hashlib.sha256(
-    repr((INSTRUCTIONS, EXAMPLES, CHAT_INSTRUCTIONS, CHAT_EXAMPLES)).encode()
+    repr((INSTRUCTIONS, EXAMPLES, CHAT_INSTRUCTIONS, CHAT_EXAMPLES, LIST_HINT)).encode()
 ).hexdigest()[:16]
 
 
@@ -206,6 +223,8 @@ class Asker:
         engine = LlamaEngine(
             model, s.n_ctx, s.n_batch, s.threads, cache=cache, repack=s.repack_weights
         )
+        if s.copy_answers:
+            engine.start_vocabulary()
         self.model_load_ms = (time.perf_counter() - t0) * 1000
         return engine
 
@@ -323,11 +342,44 @@ class Asker:
         prompt = self.build_prompt(question, chosen.sentences)
         if waited:  # what the question waited for the model, not the whole load
             timings.model_load_ms = round((time.perf_counter() - t_wait) * 1000, 2)
+        engine = self.engine
+        copies = s.copy_answers and engine.can_constrain
+        dec = (
+            copying.decoder(question, chosen.sentences, lambda: engine.vocabulary)
+            if copies
+            else None
+        )
+        max_tokens = s.max_tokens
+        if dec is not None and dec.lists:
+            max_tokens = max(max_tokens, copying.COUNT_TOKENS)
         before_generate = (time.perf_counter() - started) * 1000
-        gen = self.engine.generate(prompt, s.max_tokens, on_text=on_text, use_cache=s.use_cache)
+        gen = engine.generate(
+            prompt, max_tokens, on_text=on_text, use_cache=s.use_cache, constraint=dec
+        )
         timings.take(gen.timings)
         # Time to first token as the user feels it: from the question, retrieval included.
         timings.ttft_ms = round(before_generate + gen.timings.ttft_ms, 2)
+        if dec is not None:
+            copied = copying.read(dec, question, chosen.sentences)
+            signals = {
+                "similarity": round(chosen.best_similarity, 4),
+                "idk_prob": round(dec.first_fixed_prob[0], 4) if dec.first_fixed_prob else 0.0,
+                "overruled": dec.overruled,
+                "first_overruled": float(dec.first_overruled),
+                "logprob": round(dec.logprob / max(dec.steps, 1), 4),
+                **answerable.lexical(question, chosen.sentences, [h.chunk.text for h in hits]),
+            }
+            signals["answerable"] = round(answerable.probability(signals), 4)
+            if copied.abstained:
+                result = answer(IDK, gen.text.strip(), "model_abstained", prompt=prompt)
+            elif not self._answerable(question, copied.text, signals):
+                result = answer(IDK, copied.text, "not_answerable", prompt=prompt)
+            else:
+                result = answer(copied.text, gen.text.strip(), "answered", 1.0, prompt)
+                result.evidence = copying.evidence(copied, chosen.sentences, chosen.ranks, hits)
+                result.cited = list(dict.fromkeys(e["rank"] for e in result.evidence))
+            result.signals = signals
+            return self._keep(cache, scope, key, found.vector, result)
         raw = clean_answer(gen.text)
         if is_refusal(raw):
             result = answer(IDK, raw, "model_abstained", prompt=prompt)
@@ -347,6 +399,18 @@ class Asker:
             )
         )
         return self._keep(cache, scope, key, found.vector, result)
+
+    def _answerable(self, question: str, text: str, signals: dict[str, float]) -> bool:
+        """Whether a copied answer may stand. Withheld: the model's own first token was not
+        in the sentences (it wanted an answer from memory, and copying bent it to a nearby
+        span: 8 of 56 such answers to unanswerable questions on our sets, 1 of 123 right
+        ones), an answer without the number a "when" question asks for, and a low score
+        from the fitted rule (docs/BENCHMARKS.md, "Answers grounded by construction")."""
+        if signals.get("first_overruled"):
+            return False
+        if not fits(question, text):
+            return False
+        return signals["answerable"] >= self.settings.min_answerable
 
     def _answer_slot(self, hits: list[Hit], vector) -> tuple[AnswerCache | None, str, str | None]:
         """The answer cache, its scope and this retrieval's key; (None, "", None) when off.
@@ -371,7 +435,11 @@ class Asker:
         Citations are kept as passage ids, since a later question may rank them otherwise."""
         if cache is not None and key is not None and result.reason in MODEL_REASONS:
             by_rank = {h.rank: h.chunk.id for h in result.sources}
-            fields_ = {**vars(result), "cited": [by_rank[r] for r in result.cited]}
+            fields_ = {
+                **vars(result),
+                "cited": [by_rank[r] for r in result.cited],
+                "evidence": [{**e, "rank": by_rank[e["rank"]]} for e in result.evidence],
+            }
             cache.store(scope, key, result.question, vector, fields_)
         return result
 

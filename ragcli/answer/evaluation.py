@@ -6,10 +6,12 @@ The question file is JSON Lines, one object a line::
      "source": "tutorial/introduction.html"}
 
 ``answers`` are short aliases: an answer is correct when one of them occurs in it
-(case-insensitive) and it is at most 40 words, so pasting a passage does not count.
+(case-insensitive, as whole words: "1" does not match "1999") and it is at most 40 words,
+so pasting a passage does not count.
 ``answerable: false`` questions are correct when the tool says "I don't know".
 ``source`` (optional) is the document holding the answer, relative to the indexed
-folder; a retrieved passage from a path ending in it counts as a retrieval hit.
+folder, or a list of them; a retrieved passage from a path ending in one counts as a
+retrieval hit.
 
 With ``--retrieval-only`` the sentences the model would read are chosen too, and
 ``context_recall`` is the share of answerable questions with an alias in them: the
@@ -19,6 +21,7 @@ ceiling of answer accuracy that retrieval and the sentence choice leave the mode
 from __future__ import annotations
 
 import json
+import re
 import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -38,7 +41,7 @@ class QAItem:
     question: str
     answers: tuple[str, ...]
     answerable: bool
-    source: str | None
+    sources: tuple[str, ...]  # any of these documents holds the answer (an answer may span two)
 
 
 @dataclass
@@ -55,6 +58,7 @@ class EvalRow:
     prompt_tokens: int
     cached_tokens: int
     context_hit: bool | None = None  # an alias is in the sentences shown (retrieval-only)
+    signals: dict[str, float] = field(default_factory=dict)  # what answerability was judged on
 
 
 @dataclass
@@ -102,19 +106,29 @@ def load_questions(path: Path) -> list[QAItem]:
                 raise TypeError("question and answers must be strings")
             if answerable and not answers:
                 raise ValueError("an answerable question needs answers")
+            source = obj.get("source")
+            sources = (source,) if isinstance(source, str) else tuple(source or ())
+            if not all(isinstance(p, str) for p in sources):
+                raise TypeError("source must be a path or a list of paths")
         except (ValueError, KeyError, TypeError) as exc:
             raise UsageError(f"{path}:{n}: not a question line ({exc})") from None
-        items.append(
-            QAItem(str(obj.get("id", n)), question, answers, answerable, obj.get("source"))
-        )
+        items.append(QAItem(str(obj.get("id", n)), question, answers, answerable, sources))
     if not items:
         raise UsageError(f"{path}: no questions")
     return items
 
 
+def _alias_pattern(alias: str) -> re.Pattern[str]:
+    """The alias as a whole word where it begins or ends with one: "1" is not in "1999",
+    nor "one" in "none", but "__new__" is in "__new__()"."""
+    head = r"(?<!\w)" if alias[:1].isalnum() else ""
+    tail = r"(?!\w)" if alias[-1:].isalnum() else ""
+    return re.compile(head + re.escape(alias.lower()) + tail)
+
+
 def _names_an_alias(item: QAItem, text: str) -> bool:
     text = text.lower()
-    return any(a.lower() in text for a in item.answers)
+    return any(_alias_pattern(a).search(text) for a in item.answers if a)
 
 
 def is_correct(item: QAItem, answer: Answer) -> bool:
@@ -128,12 +142,11 @@ def is_correct(item: QAItem, answer: Answer) -> bool:
 
 
 def _hit_rank(item: QAItem, answer: Answer) -> int | None:
-    if not item.source:
-        return None
-    tail = item.source.replace("\\", "/").lstrip("/")
+    """The rank of the first passage from any of the question's source documents."""
+    tails = [s.replace("\\", "/").lstrip("/") for s in item.sources]
     for h in answer.sources:
         path = h.chunk.path.replace("\\", "/")
-        if path == tail or path.endswith("/" + tail):
+        if any(path == t or path.endswith("/" + t) for t in tails):
             return h.rank
     return None
 
@@ -201,6 +214,7 @@ def evaluate(
                 prompt_tokens=t.prompt_tokens,
                 cached_tokens=t.cached_tokens,
                 context_hit=context_hit,
+                signals=answer.signals,
             )
         )
         if progress:
@@ -222,7 +236,7 @@ def _step(rows: list[EvalRow], total: int, retrieval_only: bool) -> Step:
 def summarize(rows: list[EvalRow], k: int, items: list[QAItem]) -> EvalSummary:
     pos = [r for r in rows if r.answerable]
     neg = [r for r in rows if not r.answerable]
-    with_source = [r for r, i in zip(rows, items, strict=True) if i.answerable and i.source]
+    with_source = [r for r, i in zip(rows, items, strict=True) if i.answerable and i.sources]
     ttfts = [r.ttft_ms for r in rows if r.ttft_ms is not None]
     prompt = sum(r.prompt_tokens for r in rows)
     return EvalSummary(

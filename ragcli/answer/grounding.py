@@ -112,7 +112,7 @@ def _parts(word: str) -> list[str]:
     return _PARTS.findall(spaced.lower())
 
 
-def _vocab(passages: list[str]) -> set[str]:
+def vocabulary(passages: list[str]) -> set[str]:
     """Every word of the passages, numbers also spelled as digits, identifiers also by part."""
     text = unicodedata.normalize("NFKC", " ".join(passages)).replace("’", "'")
     vocab: set[str] = set()
@@ -125,7 +125,7 @@ def _vocab(passages: list[str]) -> set[str]:
     return vocab
 
 
-def _found(word: str, vocab: set[str]) -> bool:
+def found_in(word: str, vocab: set[str]) -> bool:
     if word in vocab or _NUMBER_WORDS.get(word, "") in vocab:
         return True
     if word[0].isdigit():  # numbers must appear as they are
@@ -152,9 +152,9 @@ def support(answer: str, passages: list[str], question: str = "") -> float:
     words = content_words(answer)
     if not words:
         return 1.0
-    vocab = _vocab(passages)
+    vocab = vocabulary(passages)
     counting = bool(_COUNT_QUESTION.search(question))
-    found = [_found(w, vocab) or (counting and _is_count(w)) for w in words]
+    found = [found_in(w, vocab) or (counting and _is_count(w)) for w in words]
     numbers = [
         ok for w, ok in zip(words, found, strict=True) if w[0].isdigit() or w in _NUMBER_WORDS
     ]

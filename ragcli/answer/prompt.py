@@ -13,11 +13,16 @@ import re
 from collections.abc import Sequence
 
 from ..llm.base import Prompt
+from .shapes import kind
+
+# Asked "how many", a 1.5B model answers with a number it guesses; asked to list, it copies
+# the items, and the tool counts them (answer/copying.py).
+LIST_HINT = "List each one the context names, separated by commas."
 
 IDK = "I don't know"
 # Part of the answer cache's key: raise it when a change to the prompt or to the answer
 # rules would change answers, so answers cached before are not served after.
-PROMPT_VERSION = 4  # 3 was tried and not kept (docs/BENCHMARKS.md)
+PROMPT_VERSION = 5  # 3 was tried and not kept (docs/BENCHMARKS.md)
 
 INSTRUCTIONS = (
     "Answer each question with a short phrase copied from its context. If the context does "
@@ -58,6 +63,17 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+def question_line(question: str) -> str:
+    """The question as the model reads it; a count question asks for the list."""
+    line = f"Question: {_one_line(question)}"
+    return f"{line}\n{LIST_HINT}" if kind(question) == "count" else line
+
+
+def context_text(context: Sequence[str]) -> str:
+    """The sentences as the model reads them, one line: what an answer may copy from."""
+    return _one_line(" ".join(context))
+
+
 def completion_prompt(question: str, context: Sequence[str], instructions: bool = True) -> Prompt:
     """Few-shot "Context / Question / Answer" prompt for base models.
 
@@ -68,7 +84,7 @@ def completion_prompt(question: str, context: Sequence[str], instructions: bool 
     return Prompt(
         segments=(
             head + shots,
-            f"Context: {_one_line(' '.join(context))}\n",
+            f"Context: {context_text(context)}\n",
             f"Question: {_one_line(question)}\nAnswer:",
         ),
         stop=("\n", "Question:", "Context:"),
@@ -84,7 +100,8 @@ def completion_prompt(question: str, context: Sequence[str], instructions: bool 
 CHAT_INSTRUCTIONS = (
     "You answer questions about the user's documents using only the context given with each "
     "question, never your own knowledge. Reply with the answer alone: the words of the context "
-    "that answer it, copied exactly and in full (a name, number, value or a few words). If the "
+    "that answer it, copied exactly and in full (a name, number, value or a few words). When "
+    "asked how many, list the items the context names, separated by commas. If the "
     f"context does not say, reply exactly: {IDK}"
 )
 CHAT_EXAMPLES: tuple[tuple[str, str, str], ...] = (
@@ -95,10 +112,9 @@ CHAT_EXAMPLES: tuple[tuple[str, str, str], ...] = (
         "the Black Sea",
     ),
     (
-        "The orchard grows three kinds of fruit: apples, pears and quinces. Harvest starts in "
-        "late August.",
+        "The orchard grows apples, pears and quinces. Harvest starts in late August.",
         "How many kinds of fruit does the orchard grow?",
-        "3",
+        "apples, pears, quinces",
     ),
     (
         "Mount Kilimanjaro in Tanzania is the highest mountain in Africa. Its summit stands "
@@ -131,10 +147,10 @@ def _chat_messages(question: str, ctx: str) -> list[dict[str, str]]:
     messages: list[dict[str, str]] = [{"role": "system", "content": CHAT_INSTRUCTIONS}]
     for c, q, a in CHAT_EXAMPLES:
         messages += [
-            {"role": "user", "content": f"Context: {c}\nQuestion: {q}"},
+            {"role": "user", "content": f"Context: {c}\n{question_line(q)}"},
             {"role": "assistant", "content": a},
         ]
-    messages.append({"role": "user", "content": f"{ctx}Question: {_one_line(question)}"})
+    messages.append({"role": "user", "content": f"{ctx}{question_line(question)}"})
     return messages
 
 
@@ -148,7 +164,7 @@ def chat_prompt(
     """The same content through the model's own chat template (instruction-tuned models)."""
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-    ctx = f"Context: {_one_line(' '.join(context))}\n"
+    ctx = f"Context: {context_text(context)}\n"
     messages = _chat_messages(question, ctx)
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
     text = env.from_string(template).render(

@@ -43,6 +43,7 @@ _FIELDS: dict[str, type | tuple[type, ...]] = {
     "grounded": bool,
     "support": (float, int, type(None)),
     "cited": list,
+    "evidence": list,
     "model": str,
 }
 T = TypeVar("T")
@@ -81,6 +82,7 @@ class CachedAnswer:
     support: float | None
     cited: list[int] = field(default_factory=list)
     model: str = ""
+    evidence: list[dict] = field(default_factory=list)  # "rank" holds the passage id here
 
 
 @dataclass(frozen=True)
@@ -222,6 +224,7 @@ class AnswerCache:
                 support=data["support"],
                 cited=list(data["cited"]),
                 model=data["model"],
+                evidence=list(data["evidence"]),
             )
 
         return self._run(work, None)
@@ -321,5 +324,7 @@ def _valid(key: str, question: object, blob: object, payload: object, checksum: 
         if not isinstance(data.get(name), kind):
             return None
     if not all(isinstance(c, int) and not isinstance(c, bool) for c in data["cited"]):
+        return None
+    if not all(isinstance(e, dict) and isinstance(e.get("rank"), int) for e in data["evidence"]):
         return None
     return data

@@ -36,7 +36,7 @@ from .common import (
     stdin_lines,
 )
 from .progress import progress_line, showing
-from .render import answer_text, marks, source_lines, timing_line
+from .render import answer_text, evidence_lines, marks, source_lines, timing_line
 
 if TYPE_CHECKING:
     from ..answer.asker import AnswerTimings
@@ -181,11 +181,10 @@ def show_answer(asker, question: str):
     result = answer.as_dict()
     if stream and answer.raw_answer:
         sys.stdout.write(marks(result) + "\n")
-        if not answer.answered:
-            sys.stdout.write(
-                f"-> {answer.answer} (the answer above is not supported by the passages)\n"
-            )
-        sys.stdout.write(source_lines(result))
+        if answer.answer != answer.raw_answer.strip():  # withheld, or a list counted
+            why = " (the answer above is not supported by the passages)"
+            sys.stdout.write(f"-> {answer.answer}{why if not answer.answered else ''}\n")
+        sys.stdout.write(evidence_lines(result) + source_lines(result))
         sys.stdout.flush()
         sys.stderr.write(
             timing_line(result["timings"], result["reason"], result.get("cache_similarity")) + "\n"

@@ -34,9 +34,24 @@ def source_lines(answer: dict[str, Any]) -> str:
     )
 
 
+def evidence_lines(answer: dict[str, Any]) -> str:
+    """Under the answer, the sentences it was copied from, each at its file line."""
+    by_rank = {s["rank"]: s for s in answer["sources"]}
+    out = []
+    for e in answer.get("evidence") or ():
+        src = by_rank.get(e["rank"])
+        if src is None:
+            continue
+        where = f"{src['path']}:{e['line']}" if e.get("line") else citation(src)
+        text = e["text"] if len(e["text"]) <= 200 else e["text"][:199] + "…"
+        out.append(f"  [{e['rank']}] {display_path(where)}: {text}\n")
+    return "".join(out)
+
+
 def answer_text(answer: dict[str, Any]) -> str:
-    """What `rag ask` prints on stdout when it does not stream: answer, marks, sources."""
-    return answer["answer"] + marks(answer) + "\n" + source_lines(answer)
+    """What `rag ask` prints on stdout when it does not stream: answer, marks, the
+    sentences it came from, sources."""
+    return answer["answer"] + marks(answer) + "\n" + evidence_lines(answer) + source_lines(answer)
 
 
 def timing_line(t: dict[str, Any], reason: str, cache_similarity: float | None = None) -> str:

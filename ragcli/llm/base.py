@@ -10,7 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from .constrain import Vocabulary
 
 OnText = Callable[[str], None]
 CONTEXT = 1  # index of the document-text segment in Prompt.segments
@@ -45,6 +50,7 @@ class Timings:
     completion_tokens: int = 0
     decode_ms: float = 0.0
     decode_tok_s: float = 0.0
+    constrain_ms: float = 0.0  # of decode_ms: choosing tokens that keep the answer a copy
     total_ms: float = 0.0
 
     def as_dict(self) -> dict[str, float | int | str]:
@@ -57,6 +63,16 @@ class Generation:
     timings: Timings
 
 
+class Constraint(Protocol):
+    """Chooses each token from the model's logits (:mod:`ragcli.llm.constrain`)."""
+
+    def choose(self, logits: np.ndarray) -> int: ...
+
+    def advance(self, token: int) -> None: ...
+
+    def finish(self) -> None: ...
+
+
 class Engine(Protocol):
     """A loaded model that completes prompts, one at a time."""
 
@@ -64,6 +80,13 @@ class Engine(Protocol):
     chat_template: str | None
     bos: str
     eos: str
+    can_constrain: bool  # whether generate() takes a constraint
+
+    @property
+    def vocabulary(self) -> Vocabulary | None:
+        """The token pieces a :class:`Constraint` needs (may wait for them to be built);
+        None where logits are out of reach."""
+        ...
 
     def generate(
         self,
@@ -71,6 +94,7 @@ class Engine(Protocol):
         max_tokens: int = MAX_TOKENS,
         on_text: OnText | None = None,
         use_cache: bool = True,
+        constraint: Constraint | None = None,
     ) -> Generation: ...
 
     def close(self) -> None: ...

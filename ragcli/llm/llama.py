@@ -19,14 +19,16 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ..errors import ModelError
 from ..log import debugging
 from ..models import GenerationModel
-from .base import CONTEXT, MAX_TOKENS, Generation, OnText, Prompt, StopStream, Timings
+from .base import CONTEXT, MAX_TOKENS, Constraint, Generation, OnText, Prompt, StopStream, Timings
 
 if TYPE_CHECKING:
+    from .constrain import Vocabulary
     from .kv_cache import PrefixCache
 
 
@@ -40,6 +42,8 @@ def common_prefix(a: list[int], b: list[int]) -> int:
 
 class LlamaEngine:
     """One loaded GGUF model and context; answers prompts one at a time."""
+
+    can_constrain = True  # logits are at hand: generation can be a constrained choice
 
     def __init__(
         self,
@@ -93,6 +97,8 @@ class LlamaEngine:
             self._batch.n_seq_id[i] = 1
             self._batch.seq_id[i][0] = 0
         self.kv_tokens: list[int] = []  # tokens whose keys and values are in the cache
+        self._vocab_lock = threading.Lock()
+        self._vocab_future: Future[Vocabulary] | None = None
         meta = self.llm.metadata
         self.chat_template = meta.get("tokenizer.chat_template")  # base models have none
         self.bos = self._piece(self.llm.token_bos())
@@ -116,6 +122,35 @@ class LlamaEngine:
             else []
             for i, seg in enumerate(prompt.segments)
         ]
+
+    def start_vocabulary(self) -> None:
+        """Build the token pieces on a thread: llama.cpp releases the GIL while it reads
+        the prompt, so the ~0.4 s this takes hides behind the first prefill."""
+        with self._vocab_lock:
+            if self._vocab_future is None:
+                pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vocabulary")
+                self._vocab_future = pool.submit(self._build_vocabulary)
+                pool.shutdown(wait=False)
+
+    @property
+    def vocabulary(self) -> Vocabulary:
+        """Every token's bytes, for decoding that may only copy (built once)."""
+        self.start_vocabulary()
+        assert self._vocab_future is not None
+        return self._vocab_future.result()
+
+    def _build_vocabulary(self) -> Vocabulary:
+        from .constrain import Vocabulary
+
+        lib, vocab = self._lib, self._vocab
+        buf = ctypes.create_string_buffer(256)
+        pieces, ends = [], []
+        for tok in range(self.n_vocab):
+            n = lib.llama_token_to_piece(vocab, tok, buf, 256, 0, False)
+            pieces.append(buf.raw[:n] if n > 0 else b"")
+            if lib.llama_vocab_is_eog(vocab, tok):
+                ends.append(tok)
+        return Vocabulary.build(pieces, ends)
 
     def tokenize(self, prompt: Prompt) -> list[int]:
         return [t for seg in self._segment_tokens(prompt) for t in seg]
@@ -141,11 +176,12 @@ class LlamaEngine:
                 raise ModelError(f"llama_decode failed with code {rc}")
         self.kv_tokens = self.kv_tokens[:start] + list(tokens)
 
-    def _argmax(self) -> int:
+    def _logits(self):
+        """The last evaluated token's logits, as a numpy view of llama.cpp's buffer."""
         import numpy as np
 
         ptr = self._lib.llama_get_logits_ith(self.ctx, -1)
-        return int(np.argmax(np.ctypeslib.as_array(ptr, shape=(self.n_vocab,))))
+        return np.ctypeslib.as_array(ptr, shape=(self.n_vocab,))
 
     def trim(self, keep: int) -> int:
         """Drop cached positions from ``keep`` on; returns how many remain.
@@ -196,8 +232,12 @@ class LlamaEngine:
         max_tokens: int = MAX_TOKENS,
         on_text: OnText | None = None,
         use_cache: bool = True,
+        constraint: Constraint | None = None,
     ) -> Generation:
-        """Greedy completion of ``prompt``; streams text through ``on_text``."""
+        """Greedy completion of ``prompt``; streams text through ``on_text``.
+
+        With a ``constraint``, each token is its choice among the model's logits, so the
+        text can only be what it allows (a span of the context, or a fixed reply)."""
         t = Timings()
         started = time.perf_counter()
         segments = self._segment_tokens(prompt)
@@ -239,16 +279,25 @@ class LlamaEngine:
         stream = StopStream(prompt.stop, on_text)
         t_decode = time.perf_counter()
         for _ in range(max_tokens):
-            tok = self._argmax()
+            logits = self._logits()
+            t0 = time.perf_counter()
+            tok = int(logits.argmax()) if constraint is None else constraint.choose(logits)
+            t.constrain_ms += (time.perf_counter() - t0) * 1000
             if not out:
                 t.ttft_ms = (time.perf_counter() - started) * 1000
             if self._lib.llama_vocab_is_eog(self._vocab, tok):
                 break
             out.append(tok)
+            if constraint is not None:
+                t0 = time.perf_counter()
+                constraint.advance(tok)
+                t.constrain_ms += (time.perf_counter() - t0) * 1000
             if stream.update(self.llm.detokenize(out).decode("utf-8", "ignore")):
                 break
             self._decode([tok], len(self.kv_tokens))
         text = stream.finish()
+        if constraint is not None:
+            constraint.finish()
         t.completion_tokens = len(out)
         t.decode_ms = (time.perf_counter() - t_decode) * 1000
         t.decode_tok_s = len(out) / max(t.decode_ms / 1000, 1e-9)
@@ -256,6 +305,9 @@ class LlamaEngine:
         return Generation(text=text, timings=t)
 
     def close(self) -> None:
+        if self._vocab_future is not None:  # it reads the model's vocabulary: not after free
+            with contextlib.suppress(Exception):
+                self._vocab_future.result()
         if self._batch is not None:
             self._lib.llama_batch_free(self._batch)
             self._batch = None

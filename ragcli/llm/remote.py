@@ -24,7 +24,7 @@ from http.client import HTTPException, HTTPResponse
 from typing import Any
 
 from ..errors import ModelError
-from .base import CONTEXT, MAX_TOKENS, Generation, OnText, Prompt, StopStream, Timings
+from .base import CONTEXT, MAX_TOKENS, Constraint, Generation, OnText, Prompt, StopStream, Timings
 
 # Strings that tokenizers read as control tokens when a server parses special tokens
 # in the whole prompt (llama.cpp and llama-cpp-python both do): ChatML/Llama-3 style
@@ -91,6 +91,9 @@ class RemoteEngine:
     chat_template: str | None = None
     bos = ""
     eos = ""
+    # A server returns text, not logits: answers are free and judged afterwards.
+    can_constrain = False
+    vocabulary = None
 
     def __init__(self, url: str, read_timeout: float = READ_TIMEOUT_S) -> None:
         self.url = url.rstrip("/")
@@ -156,8 +159,11 @@ class RemoteEngine:
         max_tokens: int = MAX_TOKENS,
         on_text: OnText | None = None,
         use_cache: bool = True,
+        constraint: Constraint | None = None,
     ) -> Generation:
         """Greedy completion of ``prompt`` on the server; streams text through ``on_text``."""
+        if constraint is not None:
+            raise ModelError("a server's generation cannot be constrained token by token")
         t = Timings(cache_source="unknown")
         started = time.perf_counter()
         text_sent = prompt_text(prompt)

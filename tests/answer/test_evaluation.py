@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from ragcli.answer.asker import Asker
 from ragcli.answer.evaluation import evaluate, load_questions
 from ragcli.config import load_settings
@@ -19,14 +21,15 @@ def test_context_recall_counts_aliases_in_the_sentences_the_model_would_read(
             "id": "real",
             "question": first.question,
             "answers": list(first.answers),
-            "source": first.source,
+            "source": first.sources[0],
         },
         # The same question with an alias no document holds: retrieval still hits the page.
         {
             "id": "absent",
             "question": first.question,
             "answers": ["Zyxwvut Qrst"],
-            "source": first.source,
+            # An answer spread over two pages names both; either one retrieved is a hit.
+            "source": ["no/such-page.md", first.sources[0]],
         },
         {
             "id": "none",
@@ -45,3 +48,18 @@ def test_context_recall_counts_aliases_in_the_sentences_the_model_would_read(
     assert rows["none"].context_hit is None  # nothing to find for an unanswerable question
     assert report.summary.context_recall == 0.5
     assert report.summary.answer_accuracy is None  # no model ran
+
+
+def test_aliases_match_whole_words_and_a_bad_source_is_one_line(tmp_path):
+    from ragcli.answer.evaluation import _names_an_alias
+    from ragcli.errors import UsageError
+
+    item = load_questions(CORPORA / "questions.jsonl")[0]
+    item = type(item)("x", "How many?", ("1", "one", "__new__"), True, ())
+    assert _names_an_alias(item, "1 (Ann Lee)")
+    assert not _names_an_alias(item, "1999") and not _names_an_alias(item, "none")
+    assert _names_an_alias(item, "override __new__()")
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"question": "q", "answers": ["a"], "source": [3]}\n')
+    with pytest.raises(UsageError, match=r"bad.jsonl:1: not a question line \(source must be"):
+        load_questions(path)

@@ -1,6 +1,6 @@
 """How passages are cut into the sentences the model reads."""
 
-from ragcli.answer.focus import sentences
+from ragcli.answer.focus import focus, sentences
 from ragcli.index.read import html_text
 
 
@@ -33,3 +33,34 @@ def test_output_of_an_interpreter_session_is_not_read_into_the_next_paragraph():
     got = sentences("\n".join(lines))
     assert "The built-in function len() returns the length of a string." in got
     assert not any("'Pypy' The" in s for s in got), got
+
+
+def test_a_list_is_one_sentence_led_by_its_heading():
+    text = (
+        "# Saltreth\n\nMarket day is Saturday.\n\n## Landmarks\n\n- The Miller's Barn\n"
+        "- The Crooked Bridge\n- The Cinder Steps\n\nThe options are:\n\n1. fast\n2. safe\n"
+    )
+    assert sentences(text) == [
+        "Saltreth",
+        "Market day is Saturday.",
+        "Landmarks: The Miller's Barn; The Crooked Bridge; The Cinder Steps.",
+        "The options are: fast; safe.",
+    ]
+
+
+def test_sentences_far_from_the_best_passage_are_not_read(embedder):
+    from ragcli.records import Hit, StoredChunk
+
+    def hit(rank: int, path: str, heading: str, text: str, similarity: float) -> Hit:
+        chunk = StoredChunk(path, 0, 1, 3, text, 40, heading=heading, id=rank)
+        return Hit(chunk, 1.0 / rank, rank, similarity)
+
+    hits = [
+        hit(1, "ann.md", "Ann Lee", "Ann Lee is a potter. In 1990 Ann married Bo Park.", 0.70),
+        hit(2, "cy.md", "Cy Ode", "Cy Ode is a baker. Her husband is Dan Ode.", 0.45),
+        hit(3, "eve.md", "Eve Orr › Family", "Eve Orr is a weaver. She married Finn Orr.", 0.60),
+    ]
+    chosen = focus("Who is Ann Lee's husband?", hits, embedder, passages=4, keep=8)
+    assert "Her husband is Dan Ode." not in chosen.sentences  # 0.25 below the best
+    assert "She married Finn Orr." in chosen.sentences  # 0.10 below: still read
+    assert "In 1990 Ann married Bo Park." in chosen.sentences

@@ -34,8 +34,12 @@ class _Engine:
     chat_template: str | None = None
     bos: str = ""
     eos: str = ""
+    can_constrain: bool = False  # free text: the rule under test judges it afterwards
 
-    def generate(self, prompt, max_tokens, on_text=None, use_cache=True) -> Generation:
+    def generate(
+        self, prompt, max_tokens, on_text=None, use_cache=True, constraint=None
+    ) -> Generation:
+        assert constraint is None
         assert prompt.text.endswith(prompt.segments[2])
         return Generation(self.text, Timings(prompt_tokens=1))
 

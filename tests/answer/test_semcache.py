@@ -142,6 +142,7 @@ def _fields(text: str) -> dict:
         "grounded": True,
         "support": 1.0,
         "cited": [7],
+        "evidence": [{"rank": 7, "line": 3, "text": text}],
         "model": "m",
     }
 

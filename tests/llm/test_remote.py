@@ -114,14 +114,27 @@ def _ask_in_probe(*args: str) -> dict:
     return json.loads(out.stdout.splitlines()[-1])
 
 
-def test_server_answers_like_the_local_engine_without_loading_llama_cpp(corpus_index, llm_url):
+def test_server_answers_like_the_local_engine_without_loading_llama_cpp(
+    corpus_index, llm_url, tmp_path
+):
     probe = _ask_in_probe("--index", str(corpus_index), "--llm-url", llm_url, "--json", CRICKET)
     assert probe["exit"] == 0, probe["stdout"]
     assert probe["llama_cpp"] is False  # the client never imports the bindings
     remote = json.loads(probe["stdout"])
 
-    # The model itself answers here, not the answer cache of an earlier test's question.
-    result = rag("ask", "--index", str(corpus_index), "--json", "--no-answer-cache", CRICKET)
+    # The model itself answers here, not the answer cache of an earlier test's question; and
+    # it writes freely, as a server does (no logits to constrain there).
+    config = tmp_path / "free.toml"
+    config.write_text("copy_answers = false\n")
+    result = rag(
+        "ask",
+        "--index",
+        str(corpus_index),
+        "--json",
+        "--no-answer-cache",
+        CRICKET,
+        env={"RAG_CONFIG": str(config)},
+    )
     assert result.returncode == 0, result.stderr
     local = json.loads(result.stdout)
 

@@ -1,0 +1,129 @@
+"""Answers the model may only copy: what to allow for a question, and what came out.
+
+Three kinds of question get three kinds of answer (see :mod:`ragcli.llm.constrain`):
+a span of the shown sentences; for a yes/no question, also "Yes" or "No"; for a
+"how many" question, the items the sentences list, which the tool counts itself (a
+1.5B model says 2 where one name is listed). "I don't know" is always allowed, at the
+first token only.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..llm.constrain import SpanDecoder, Vocabulary
+from .prompt import IDK, context_text
+from .shapes import kind
+
+if TYPE_CHECKING:
+    from ..records import Hit, StoredChunk
+
+_ITEM_SPLIT = re.compile(r"\s*(?:[,;&]|\band\b|\bor\b)\s*", re.I)
+_NUMBER = re.compile(
+    r"\b(\d[\d,.]*|zero|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|"
+    r"thirteen|fourteen|fifteen|sixteen|seventeen|eighteen|nineteen|twenty)\b",
+    re.I,
+)
+COUNT_TOKENS = 64  # a list of names needs more room than a span
+
+
+def decoder(question: str, context: Sequence[str], vocab: Callable[[], Vocabulary]) -> SpanDecoder:
+    """The decoder for ``question`` over the sentences the model is shown."""
+    shape = kind(question)
+    fixed = (IDK, "Yes", "No") if shape == "yesno" else (IDK,)
+    return SpanDecoder(vocab, context_text(context), fixed, lists=shape == "count")
+
+
+@dataclass(frozen=True)
+class Copied:
+    """What a constrained generation says: the answer, or that the model abstained."""
+
+    text: str
+    abstained: bool
+    sentences: list[int]  # indexes into the context sentences the answer was copied from
+    items: list[str]
+
+
+def _items(parts: list[str]) -> list[str]:
+    """Distinct list items, in order: "A, B and C" is three, "- A" is "A"."""
+    seen: dict[str, str] = {}
+    for part in parts:
+        for item in _ITEM_SPLIT.split(part):
+            item = item.strip(" -*•:.\"'“”")
+            if item:
+                seen.setdefault(item.casefold(), item)
+    return list(seen.values())
+
+
+def sentence_of(offsets: list[tuple[int, int]], start: int, end: int) -> list[int]:
+    """The sentences a byte range of the context text overlaps."""
+    return [i for i, (a, b) in enumerate(offsets) if a < end and start < b]
+
+
+def offsets(context: Sequence[str]) -> list[tuple[int, int]]:
+    """Byte ranges of each sentence in :func:`context_text`."""
+    out, pos = [], 0
+    for s in context:
+        n = len(context_text([s]).encode("utf-8"))
+        out.append((pos, pos + n))
+        pos += n + 1
+    return out
+
+
+def read(dec: SpanDecoder, question: str, context: Sequence[str]) -> Copied:
+    """The answer a finished decoder copied, counted for a "how many" question."""
+    reply = dec.fixed_reply
+    if reply is not None:
+        text = dec.fixed[reply - 1]
+        return Copied(text, text == IDK, [], [])
+    spans = [s for s in dec.spans if s.source == 0]
+    where = offsets(context)
+    sentences = sorted({i for s in spans for i in sentence_of(where, s.start, s.end)})
+    parts = dec.items()
+    text = ", ".join(parts)
+    if not parts:
+        return Copied("", True, [], [])
+    if kind(question) == "count":
+        items = _items(parts)
+        if len(items) == 1 and _NUMBER.search(items[0]):
+            return Copied(items[0], False, sentences, [])  # the count is written out
+        return Copied(f"{len(items)} ({', '.join(items)})", False, sentences, items)
+    return Copied(text, False, sentences, [])
+
+
+def line_of(chunk: StoredChunk, sentence: str) -> int | None:
+    """The file line where ``sentence`` starts in ``chunk``, when the chunk's text lines
+    are its file lines (text, Markdown, reST); None where a reader reflowed them (HTML)."""
+    lines = chunk.text.split("\n")
+    if chunk.page or len(lines) != chunk.end_line - chunk.start_line + 1:
+        return None
+    # Whitespace collapsed, as the sentence splitter did, with each character's line kept.
+    flat: list[str] = []
+    line_at: list[int] = []
+    for n, line in enumerate(lines):
+        for word in line.split():
+            if flat:
+                flat.append(" ")
+                line_at.append(n)
+            flat.extend(word)
+            line_at.extend([n] * len(word))
+    head = " ".join(sentence.split()[:6])
+    at = "".join(flat).find(head)
+    return chunk.start_line + line_at[at] if at >= 0 else None
+
+
+def evidence(
+    copied: Copied, context: Sequence[str], ranks: Sequence[int], hits: Sequence[Hit]
+) -> list[dict]:
+    """Each sentence the answer was copied from: its source's rank, file line and text."""
+    by_rank = {h.rank: h for h in hits}
+    out = []
+    for i in copied.sentences:
+        hit = by_rank.get(ranks[i])
+        if hit is None:
+            continue
+        out.append({"rank": hit.rank, "line": line_of(hit.chunk, context[i]), "text": context[i]})
+    return out

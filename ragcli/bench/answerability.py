@@ -1,0 +1,113 @@
+"""Fit the answerability rule on some question sets, report it on questions it was not fit on.
+
+Reads ``rag eval --json`` reports made with the rule off (``RAG_ANSWERABLE_CUT=0``, so
+every answer the model copies is kept with its signals), splits each set's questions in
+two by a hash of their id, fits a logistic model on the "fit" half of the sets named
+with ``--fit`` and prints its weights (for :mod:`ragcli.answer.answerable`) and, per set
+and half, accuracy, abstention and false abstention with the rule applied.
+
+    python -m ragcli.bench.answerability near=near.json facts=facts.json dev=dev.json \\
+        --fit near --fit facts
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+from pathlib import Path
+
+from ..answer.answerable import FEATURES, features
+
+
+def half(qid: str) -> str:
+    """A stable split of a set: "fit" or "test"."""
+    return "fit" if hashlib.sha256(qid.encode()).digest()[0] % 2 == 0 else "test"
+
+
+def fit(x: list[list[float]], y: list[int], l2: float = 1.0, steps: int = 4000):
+    """Logistic regression by gradient descent on standardized features."""
+    import numpy as np
+
+    xa = np.asarray(x, dtype=np.float64)
+    ya = np.asarray(y, dtype=np.float64)
+    mean, std = xa.mean(0), xa.std(0) + 1e-9
+    z = (xa - mean) / std
+    w = np.zeros(z.shape[1])
+    b = 0.0
+    for _ in range(steps):
+        p = 1 / (1 + np.exp(-(z @ w + b)))
+        g = p - ya
+        w -= 0.1 * (z.T @ g / len(ya) + l2 * w / len(ya))
+        b -= 0.1 * g.mean()
+    # Back to raw features: weights per unit of each signal.
+    raw_w = w / std
+    raw_b = b - float((w * mean / std).sum())
+    return raw_w.tolist(), raw_b
+
+
+def score(rows: list[dict], weights, bias, cut: float) -> dict[str, float | int]:
+    """The three figures with the rule applied to the rows' copied answers."""
+    pos = [r for r in rows if r["answerable"]]
+    neg = [r for r in rows if not r["answerable"]]
+
+    def kept(r) -> bool:
+        if r["reason"] != "answered":
+            return False
+        z = bias + sum(w * v for w, v in zip(weights, features(r["signals"]), strict=True))
+        return 1 / (1 + math.exp(-z)) >= cut
+
+    return {
+        "n": len(rows),
+        "accuracy": round(sum(r["correct"] and kept(r) for r in pos) / max(len(pos), 1), 3),
+        "abstention": round(sum(not kept(r) for r in neg) / max(len(neg), 1), 3),
+        "false_abstention": round(sum(not kept(r) for r in pos) / max(len(pos), 1), 3),
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("reports", nargs="+", help="NAME=rag-eval-report.json")
+    ap.add_argument("--fit", action="append", default=[], help="sets whose fit half trains")
+    ap.add_argument("--cut", type=float, default=None, help="probability cut (default: chosen)")
+    args = ap.parse_args(argv)
+    sets = {}
+    for spec in args.reports:
+        name, path = spec.split("=", 1)
+        sets[name] = json.loads(Path(path).read_text())["rows"]
+    # Right answers against answers to unanswerable questions: a wrong answer to an
+    # answerable question is wrong either way, and would teach the rule nothing.
+    train = [
+        r
+        for name in args.fit
+        for r in sets[name]
+        if half(r["id"]) == "fit"
+        and r["reason"] == "answered"
+        and r["signals"]
+        and (r["correct"] or not r["answerable"])
+    ]
+    weights, bias = fit([features(r["signals"]) for r in train], [r["answerable"] for r in train])
+    fit_rows = [r for name in args.fit for r in sets[name] if half(r["id"]) == "fit"]
+    cut = args.cut
+    if cut is None:  # the highest cut that withholds at most 5 % more answerable questions
+        base = score(fit_rows, weights, bias, 0.0)["false_abstention"]
+        cut = max(
+            [0.0]
+            + [
+                c
+                for c in [i / 100 for i in range(1, 96)]
+                if score(fit_rows, weights, bias, c)["false_abstention"] <= base + 0.05
+            ]
+        )
+    print(json.dumps({"features": FEATURES, "weights": weights, "bias": bias, "cut": cut}))
+    for name, rows in sets.items():
+        for part in ("fit", "test"):
+            chosen = [r for r in rows if half(r["id"]) == part]
+            tag = "fit" if name in args.fit and part == "fit" else "not fit"
+            print(name, part, tag, score(chosen, weights, bias, cut))
+        print(name, "all", score(rows, weights, bias, cut))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,124 @@
+"""Answers copied from the documents, through the default model: exact spans, counts
+made by the tool, citations of the sentence that holds the answer, and refusals."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ragcli.answer.asker import Asker
+from ragcli.answer.copying import offsets, read
+from ragcli.answer.shapes import kind
+from ragcli.config import load_settings
+from ragcli.index.pipeline import build_index
+from ragcli.llm.constrain import Span, SpanDecoder, Vocabulary
+
+from ..conftest import CORPORA
+
+TOOL = """# The tern command
+
+## Output
+
+tern prints a coloured table by default. Pass --no-color-output to print plain text
+instead, which suits log files. The older switch --no-color only dims the header.
+
+## Workers
+
+The environment variable TERN_MAX_WORKERS sets how many files are read at once; it
+defaults to four. Each worker keeps its own cache of parsed headers.
+"""
+
+FAMILY = """# Mirela Osk
+
+Mirela Osk is a glassblower in the harbour town of Tarnby, where she moved in 1998.
+She is married to Ivo Brandt, a ferry pilot.
+
+## Family
+
+Her children are Petra, Luka and Ana. Her brother Damir Osk has two children of his
+own, Sven and Iris, who often visit the workshop.
+"""
+
+
+@pytest.fixture(scope="module")
+def asker(tmp_path_factory, embedder):
+    docs = tmp_path_factory.mktemp("docs")
+    (docs / "tern.md").write_text(TOOL)
+    (docs / "mirela-osk.md").write_text(FAMILY)
+    index = tmp_path_factory.mktemp("index") / "index"
+    settings = load_settings(
+        {"index_dir": index, "model": "qwen2.5-coder-1.5b", "answer_cache": False}
+    )
+    build_index([docs], settings, embedder=embedder)
+    with Asker(settings, preload=False) as a:
+        yield a
+
+
+def test_question_shapes():
+    assert kind("How many children does Mirela Osk have?") == "count"
+    assert kind("What is the number of workers?") == "count"
+    assert kind("Can items be added to a frozen set?") == "yesno"
+    assert kind("Is it red or green?") == "span"
+    assert kind("Which switch prints plain text?") == "span"
+
+
+def test_an_identifier_with_a_prefix_and_a_leading_sign_is_copied_whole(asker):
+    a = asker.ask("Which switch makes tern print plain text without colours?")
+    assert a.answered, a.raw_answer
+    assert "--no-color-output" in a.answer
+    # Copied: the answer is a stretch of the document, not the model's own spelling.
+    assert a.answer in " ".join(TOOL.split())
+    [e] = a.evidence
+    assert e["line"] == 5 and "--no-color-output" in e["text"]
+
+
+def test_a_listed_set_is_counted_by_the_tool(asker):
+    a = asker.ask("How many children does Mirela Osk have?")
+    assert a.answered, a.raw_answer
+    assert a.answer.startswith("3 ("), a.answer
+    assert {"Petra", "Luka", "Ana"} <= set(a.answer[3:-1].split(", "))
+
+
+def test_an_on_topic_question_the_documents_do_not_answer_is_refused(asker):
+    # The ferry, its pilot and his name are all there: the ferry's name is not. (Her birth
+    # year, asked the same way, is still answered with the year she moved: see
+    # docs/BENCHMARKS.md, "Answers grounded by construction".)
+    a = asker.ask("What is the name of the ferry Ivo Brandt pilots?")
+    assert not a.answered, a.answer
+    assert a.reason in ("model_abstained", "not_answerable")
+
+
+def test_the_demo_question_cites_only_the_passage_that_holds_the_answer(
+    corpus_index, embedder, tmp_path
+):
+    settings = load_settings(
+        {"index_dir": corpus_index, "model": "qwen2.5-coder-1.5b", "answer_cache": False}
+    )
+    with Asker(settings, preload=False) as a:
+        a.retriever._embedder = embedder
+        answer = a.ask("Who won the 2023 Cricket World Cup?")
+    assert answer.answer == "Australia"
+    by_rank = {h.rank: h for h in answer.sources}
+    assert answer.cited and all(
+        by_rank[r].chunk.path.endswith("cricket-world-cup-2023.md") for r in answer.cited
+    )
+    # The line printed is the one that says so.
+    for e in answer.evidence:
+        path = Path(by_rank[e["rank"]].chunk.path)
+        path = path if path.is_absolute() else CORPORA.parent / path
+        line = path.read_text().splitlines()[e["line"] - 1]
+        assert "Australia" in line and "2023" in line
+
+
+def test_counted_items_are_distinct_and_split_at_and():
+    pieces = [b""] + [bytes([i]) for i in range(1, 256)]
+    vocab = Vocabulary.build(pieces, [0])
+    context = ["The orchard grows apples, pears and quinces.", "Apples ripen first."]
+    dec = SpanDecoder(lambda: vocab, " ".join(context), ("I don't know",), lists=True)
+    start = dec.sources[0].index(b"apples")
+    dec.spans = [Span(0, start, start + len(b"apples, pears and quinces")), Span(0, 45, 51)]
+    out = read(dec, "How many fruits does the orchard grow?", context)
+    assert out.text == "3 (apples, pears, quinces)"  # "Apples" again is not a fourth
+    assert out.sentences == [0, 1]
+    assert offsets(context) == [(0, 44), (45, 64)]
