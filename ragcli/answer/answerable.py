@@ -3,7 +3,7 @@
 The model's own "I don't know" misses on-topic questions the documents do not answer:
 asked for a third-party function, it copies the standard-library one that sits nearby.
 Copying makes such an answer a real span, so the support rule cannot catch it either.
-What does separate them (docs/BENCHMARKS.md, "Answerability") is measured here: how close
+What does separate them (docs/BENCHMARKS.md, "Answers grounded by construction") is measured here: how close
 the best sentence is, whether the question's words occur in what was shown or anywhere in
 the passages, how much probability the model gave "I don't know" at the first token, and
 whether the copy constraint had to overrule the model's own choice.
@@ -35,9 +35,9 @@ def lexical(question: str, shown: Sequence[str], passages: Sequence[str]) -> dic
 
 # The signals the rule weighs, in order; see :func:`features`. The others that `signals`
 # records (similarity, coverage, missing words, overruled steps) separated nothing on the
-# fit halves of our sets (docs/BENCHMARKS.md, "Answerability").
+# fit halves of our sets (docs/BENCHMARKS.md, "Answers grounded by construction").
 FEATURES = ("log_idk_prob", "logprob")
-# Fitted by `python -m ragcli.bench.answerability` (docs/BENCHMARKS.md, "Answerability").
+# Fitted by `python -m ragcli.bench.answerability` (docs/BENCHMARKS.md, "Answers grounded by construction").
 WEIGHTS = (-0.8841, 0.9690)
 BIAS = -1.2515
 

@@ -14,22 +14,18 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .grounding import content_words, strip_instructions
+from .grounding import strip_instructions
 
 if TYPE_CHECKING:
     from ..embed.base import Embedder
     from ..records import Hit
 
 WINDOW = 1  # neighbours kept either side of a chosen sentence
-# Sentences are ranked by cosine plus this share of their BM25 score (scaled to the best):
-# the words of a name or identifier the question asks about count, not only the meaning.
-LEXICAL_WEIGHT = 0.0
 # Passages far less similar than the best one are not read: on look-alike documents (one
 # page per person) their sentences are about someone else, and the model takes them.
 # On the Python pages the passage holding the answer was within 0.2 of the best in 89 of 89
 # answerable questions (docs/BENCHMARKS.md, "Answers grounded by construction").
 PASSAGE_MARGIN = 0.2
-BM25_K1, BM25_B = 1.2, 0.75
 
 # A sentence ends at . ! or ? before a capital, digit or identifier, but not after a Latin
 # abbreviation that runs on ("all return 4**2, i.e. 16." is one sentence, and its number
@@ -133,29 +129,6 @@ def informative(s: str) -> bool:
     return bool(re.search(r"[.!:;)\]\"”’]$", s)) or len(s.split()) >= 8
 
 
-def bm25(question: str, texts: list[str]) -> list[float]:
-    """BM25 of each text for the question, with document frequencies from ``texts``."""
-    import math
-
-    terms = set(content_words(question))
-    docs = [content_words(t) for t in texts]
-    if not terms or not docs:
-        return [0.0] * len(texts)
-    avg = sum(len(d) for d in docs) / len(docs) or 1.0
-    df = {t: sum(t in set(d) for d in docs) for t in terms}
-    idf = {t: math.log(1 + (len(docs) - n + 0.5) / (n + 0.5)) for t, n in df.items()}
-    out = []
-    for d in docs:
-        score = 0.0
-        for t in terms:
-            tf = d.count(t)
-            if tf:
-                norm = BM25_K1 * (1 - BM25_B + BM25_B * len(d) / avg)
-                score += idf[t] * tf * (BM25_K1 + 1) / (tf + norm)
-        out.append(score)
-    return out
-
-
 def focus(question: str, hits: list[Hit], embedder: Embedder, passages: int, keep: int) -> Focus:
     """The ``keep`` best sentences of the top ``passages`` for ``question``, with neighbours.
 
@@ -178,13 +151,7 @@ def focus(question: str, hits: list[Hit], embedder: Embedder, passages: int, kee
         return Focus([], [], -1.0)
     vecs = embedder.embed([question] + [cands[i][3] for i in scored])
     sims = vecs[1:] @ vecs[0]
-    rank = sims
-    if LEXICAL_WEIGHT:
-        import numpy as np
-
-        lex = np.asarray(bm25(question, [cands[i][3] for i in scored]), dtype=np.float32)
-        rank = sims + LEXICAL_WEIGHT * lex / max(float(lex.max()), 1e-9)
-    best = [scored[int(i)] for i in (-rank).argsort()[:keep]]
+    best = [scored[int(i)] for i in (-sims).argsort()[:keep]]
     pick = set(best)
     for i in best:
         for j in range(i - WINDOW, i + WINDOW + 1):

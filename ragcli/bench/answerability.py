@@ -1,8 +1,8 @@
 """Fit the answerability rule on some question sets, report it on questions it was not fit on.
 
-Reads ``rag eval --json`` reports made with the rule off (``RAG_ANSWERABLE_CUT=0``, so
-every answer the model copies is kept with its signals), splits each set's questions in
-two by a hash of their id, fits a logistic model on the "fit" half of the sets named
+Reads ``rag eval --json`` reports made with the rule off (``min_answerable = 0.0`` in the
+``RAG_CONFIG`` file, so every answer the model copies is kept with its signals), splits
+each set's questions in two by a hash of their id, fits a logistic model on the "fit" half of the sets named
 with ``--fit`` and prints its weights (for :mod:`ragcli.answer.answerable`) and, per set
 and half, accuracy, abstention and false abstention with the rule applied.
 
