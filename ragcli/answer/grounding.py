@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 import unicodedata
 
+from .shapes import kind
+
 _WORD = re.compile(r"[^\W_]+(?:[.,'’-][^\W_]+)*", re.UNICODE)
 _STOP = frozenset(
     [
@@ -101,7 +103,6 @@ _NUMBER_WORDS = {
     )
 }
 _NUMBER_WORDS.update({"thirty": "30", "forty": "40", "fifty": "50", "hundred": "100"})
-_COUNT_QUESTION = re.compile(r"\bhow\s+many\b|\bnumber\s+of\b", re.I)
 MAX_COUNT = 20  # a count the model may derive from a list in the passages
 _PARTS = re.compile(r"[a-z]+|[0-9]+")
 
@@ -153,7 +154,7 @@ def support(answer: str, passages: list[str], question: str = "") -> float:
     if not words:
         return 1.0
     vocab = vocabulary(passages)
-    counting = bool(_COUNT_QUESTION.search(question))
+    counting = kind(question) == "count"
     found = [found_in(w, vocab) or (counting and _is_count(w)) for w in words]
     numbers = [
         ok for w, ok in zip(words, found, strict=True) if w[0].isdigit() or w in _NUMBER_WORDS

@@ -882,75 +882,60 @@ def _questions(w: World, rng: random.Random) -> list[dict]:
     for p in people:
         by_n.setdefault(len(p.children), []).append(p)
     chosen = [by_n[n][i] for n in (1, 5, 4, 3, 2) for i in range(2) if len(by_n.get(n, [])) > i]
+
+    def count(templates: list[str], name: str, members: list[str], source: str, **keys) -> None:
+        q = pick(templates).format(name)
+        out.append(_q("count", q, _count(len(members)), source, **keys, items=members))
+
     for p in chosen[:9]:
-        out.append(
-            _q(
-                "count",
-                pick(
-                    [
-                        "How many children does {} have?",
-                        "How many children has {} got?",
-                        "What is the number of children {} has?",
-                    ]
-                ).format(p.full),
-                _count(len(p.children)),
-                doc[p.full],
-                subject=p.full,
-                attribute="children",
-                items=[k.first for k in p.children],
-            )
+        count(
+            [
+                "How many children does {} have?",
+                "How many children has {} got?",
+                "What is the number of children {} has?",
+            ],
+            p.full,
+            [k.first for k in p.children],
+            doc[p.full],
+            subject=p.full,
+            attribute="children",
         )
     for p in people[:3]:
-        out.append(
-            _q(
-                "count",
-                pick(
-                    [
-                        "How many close friends does {} have?",
-                        "How many people does {} count as close friends?",
-                    ]
-                ).format(p.full),
-                _count(len(p.friends)),
-                doc[p.full],
-                subject=p.full,
-                attribute="friends",
-                items=[k.full for k in p.friends],
-            )
+        count(
+            [
+                "How many close friends does {} have?",
+                "How many people does {} count as close friends?",
+            ],
+            p.full,
+            [k.full for k in p.friends],
+            doc[p.full],
+            subject=p.full,
+            attribute="friends",
         )
     for p in [q for q in people[3:] if len(q.siblings) > 1][:2]:
-        out.append(
-            _q(
-                "count",
-                pick(
-                    [
-                        "How many siblings does {} have?",
-                        "How many brothers and sisters does {} have?",
-                    ]
-                ).format(p.full),
-                _count(len(p.siblings)),
-                doc[p.full],
-                subject=p.full,
-                attribute="siblings",
-                items=[k.full for k in p.siblings],
-            )
+        count(
+            [
+                "How many siblings does {} have?",
+                "How many brothers and sisters does {} have?",
+            ],
+            p.full,
+            [k.full for k in p.siblings],
+            doc[p.full],
+            subject=p.full,
+            attribute="siblings",
         )
     for pl in w.places[:4]:
-        out.append(
-            _q(
-                "count",
-                pick(
-                    [
-                        "How many landmarks does {} have?",
-                        "How many landmarks are listed for {}?",
-                        "What is the number of landmarks in {}?",
-                    ]
-                ).format(pl.ref),
-                _count(len(pl.landmarks)),
-                f"{pl.slug}.md",
-                subject=pl.name,
-                attribute="landmarks",
-                items=list(pl.landmarks),
-            )
+        count(
+            [
+                "How many landmarks does {} have?",
+                "How many landmarks are listed for {}?",
+                "What is the number of landmarks in {}?",
+            ],
+            pl.ref,
+            list(pl.landmarks),
+            f"{pl.slug}.md",
+            subject=pl.name,
+            attribute="landmarks",
         )
     c, ws = w.club, w.workshop
     out.append(
