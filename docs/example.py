@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ragcli import Asker, RagError, Retriever, build_index, load_settings
+from ragcli import Rag, RagError, build_index, load_settings
 
 
 def main(docs: Path, index_dir: Path, question: str) -> int:
@@ -19,13 +19,13 @@ def main(docs: Path, index_dir: Path, question: str) -> int:
     report = build_index([docs], settings)
     print(f"index: {report.files_total} files, {report.chunks_total} passages")
 
-    with Retriever(settings) as retriever:
-        for hit in retriever.search(question, settings.top_k).hits:
+    with Rag(settings) as rag:  # the model starts loading now, on a thread
+        for hit in rag.search(question).hits:
             print(f"  [{hit.rank}] {hit.citation}  similarity {hit.similarity:.2f}")
-
-    with Asker(settings) as asker:
-        answer = asker.ask(question)
+        answer = rag.ask(question)
     print(f"answer: {answer.answer} ({answer.reason})")
+    for e in answer.evidence:  # the sentences the answer was copied from
+        print(f"  from [{e['rank']}] line {e['line']}: {e['text']}")
     t = answer.timings  # typed: AnswerTimings
     print(f"prompt {t.prompt_tokens} tokens, first token after {t.ttft_ms:.0f} ms")
     return 0 if answer.answered else 1

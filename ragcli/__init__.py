@@ -2,12 +2,18 @@
 
 The public API, for programs that use ragcli without the ``rag`` command::
 
-    from ragcli import Asker, build_index, load_settings
+    from ragcli import Rag, build_index, load_settings
 
     settings = load_settings({"index_dir": ".rag"})
     build_index([Path("docs")], settings)
-    with Asker(settings) as asker:
-        print(asker.ask("What does the lock protect?").answer)
+    with Rag(settings) as rag:
+        print(rag.ask("What does the lock protect?").answer)
+        for hit in rag.search("lock").hits:
+            print(hit.citation)
+
+:class:`Rag` is the face every front end uses (the commands, `rag serve`, `rag mcp`);
+it follows each commit of `rag index` while it stays open. ``Retriever`` and ``Asker``
+are its two halves, for programs that need only one.
 
 Names are resolved on first use (PEP 562), so ``import ragcli`` stays cheap and
 ``rag --help`` does not load what it does not need. docs/ARCHITECTURE.md maps the
@@ -23,6 +29,7 @@ __version__ = "0.1.0"
 
 # public name -> the module that defines it
 _API = {
+    "Rag": "ragcli.rag",
     "load_settings": "ragcli.config",
     "Settings": "ragcli.config",
     "build_index": "ragcli.index.pipeline",

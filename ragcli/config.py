@@ -26,6 +26,20 @@ EMBED_BACKENDS = ("onnx-int8", "onnx-fp32", "torch")
 # for the model cost dev answers (abstention 0.83 against 1.00; docs/BENCHMARKS.md,
 # "Embeddings on ONNX Runtime")
 DEFAULT_EMBED_BACKEND = "onnx-fp32"
+# The settings that shape an answer, given the index and the model: the answer cache keys
+# on them, and a client uses a server only when they are equal (serve/locate.py).
+ANSWER_SETTINGS = (
+    "top_k",
+    "retriever",
+    "context_passages",
+    "context_sentences",
+    "min_score",
+    "min_support",
+    "max_tokens",
+    "n_ctx",
+    "copy_answers",
+    "min_answerable",
+)
 
 
 def _default_cache_dir() -> Path:
@@ -127,6 +141,16 @@ class Settings:
             _check_url(self.llm_url)
         if self.store:
             parse_store(self.store)
+
+    @property
+    def index_name(self) -> str:
+        """What names the index: the store URL, or the index folder's absolute path."""
+        return self.store or str(self.index_dir.resolve())
+
+    @property
+    def where(self) -> str:
+        """The index as the user named it, for messages."""
+        return self.store or str(self.index_dir)
 
     @property
     def threads(self) -> int:

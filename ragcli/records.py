@@ -74,9 +74,12 @@ class Hit:
     @property
     def citation(self) -> str:
         """The location and, when the document has headings, the section it is in."""
-        return citation(self.as_dict())
+        c = self.chunk
+        where = location(c.path, c.start_line, c.end_line, c.page)
+        return f"{where} — {c.heading}" if c.heading else where
 
     def as_dict(self) -> dict[str, str | int | float | None]:
+        """One passage in every JSON the front ends write (CLI, HTTP, MCP)."""
         c = self.chunk
         return {
             "rank": self.rank,
@@ -85,6 +88,7 @@ class Hit:
             "end_line": c.end_line,
             "page": c.page,
             "heading": c.heading,
+            "citation": self.citation,
             "score": round(self.score, 4),
             "similarity": round(self.similarity, 4),
             "text": c.text,

@@ -17,13 +17,12 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from .. import __version__
-from ..config import Settings
+from ..config import ANSWER_SETTINGS, Settings
 from ..errors import RagError
-from ..llm.base import OnText, Timings
-from ..llm.llama import LlamaEngine
+from ..llm.base import Engine, OnText, Timings
+from ..llm.open import open_engine
 from ..models import CATALOG, DEFAULT_MODEL, GenerationModel, generation_model
 from ..records import Hit
 from ..stores.base import package_version
@@ -49,28 +48,12 @@ from .semcache import FILE as ANSWER_CACHE_FILE
 from .semcache import AnswerCache, CachedAnswer, cache_key
 from .shapes import fits
 
-# Settings that shape the prompt or the rules, so a cached answer holds only under them.
-KEY_SETTINGS = (
-    "top_k",
-    "retriever",
-    "context_passages",
-    "context_sentences",
-    "min_score",
-    "min_support",
-    "max_tokens",
-    "n_ctx",
-    "copy_answers",
-    "min_answerable",
-)
 MODEL_REASONS = (
     "answered",
     "model_abstained",
     "not_supported",
     "not_answerable",
 )  # outcomes the model decided
-
-if TYPE_CHECKING:
-    from ..llm.remote import RemoteEngine
 
 
 @dataclass
@@ -120,8 +103,10 @@ class Answer:
     # Served from the answer cache: how close the question was to the one answered then.
     cache_similarity: float | None = None
     cached_question: str | None = None
+    generation: str = field(default="", repr=False)  # the index commit the passages came from
 
     def as_dict(self) -> dict:
+        """What `rag ask --json`, POST /ask and the MCP `ask` tool return."""
         return {
             "question": self.question,
             "answer": self.answer,
@@ -183,8 +168,14 @@ class Asker:
     """Answers questions against one index with one model."""
 
     def __init__(
-        self, settings: Settings, retriever: Retriever | None = None, preload: bool = True
+        self,
+        settings: Settings,
+        retriever: Retriever | None = None,
+        preload: bool = True,
+        engine: Engine | None = None,
     ) -> None:
+        """``engine``: a loaded engine to answer with (the caller still owns it), instead
+        of the one the settings name, loaded here."""
         self.settings = settings
         self.retriever = retriever or Retriever(settings)
         self.model_load_ms = 0.0
@@ -194,7 +185,11 @@ class Asker:
         # Load the model on a thread while the question is embedded and searched:
         # llama.cpp releases the GIL, so a fresh `rag ask` hides most of the load.
         self._loader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="model-load")
-        self._engine_future: Future[LlamaEngine | RemoteEngine] | None = None
+        self._engine_future: Future[Engine] | None = None
+        self._owns_engine = engine is None
+        if engine is not None:
+            self._engine_future = Future()
+            self._engine_future.set_result(engine)
         # When answers for this index are cached, the question may be served without the
         # model: then it loads only once a question needs it.
         if preload and not self._answers_cached():
@@ -205,26 +200,9 @@ class Asker:
         if self._engine_future is None:
             self._engine_future = self._loader.submit(self._load_engine)
 
-    def _load_engine(self) -> LlamaEngine | RemoteEngine:
-        s = self.settings
+    def _load_engine(self) -> Engine:
         t0 = time.perf_counter()
-        if s.llm_url:  # a server has the model: nothing of llama.cpp is loaded here
-            from ..llm.remote import RemoteEngine
-
-            remote = RemoteEngine(s.llm_url)
-            self.model_load_ms = (time.perf_counter() - t0) * 1000
-            return remote
-        model = self.model_file()
-        cache = None
-        if s.use_cache:
-            from ..llm.kv_cache import PrefixCache
-
-            cache = PrefixCache(s.cache_dir / "prefix", s.cache_max_bytes)
-        engine = LlamaEngine(
-            model, s.n_ctx, s.n_batch, s.threads, cache=cache, repack=s.repack_weights
-        )
-        if s.copy_answers:
-            engine.start_vocabulary()
+        engine = open_engine(self.settings, None if self.settings.llm_url else self.model_file())
         self.model_load_ms = (time.perf_counter() - t0) * 1000
         return engine
 
@@ -246,8 +224,9 @@ class Asker:
             )
         return self._answers
 
-    def answer_scope(self) -> str:
-        """What every cached answer of this index, model and settings depends on."""
+    def answer_scope(self, generation: str | None = None) -> str:
+        """What every cached answer of this index (at ``generation``, default: its newest
+        commit), model and settings depends on."""
         s = self.settings
         store = self.retriever.store
         model = f"server {s.llm_url}" if s.llm_url else self.model_file().digest
@@ -258,10 +237,10 @@ class Asker:
                 "ragcli": __version__,
                 "llama_cpp": package_version("llama-cpp-python"),
                 "model": model,
-                "store": s.store or str(s.index_dir.resolve()),
-                "generation": store.generation(),
+                "store": s.index_name,
+                "generation": generation or store.generation(),
                 "embed_model": store.info.embed_model,
-                "settings": {name: getattr(s, name) for name in KEY_SETTINGS},
+                "settings": {name: getattr(s, name) for name in ANSWER_SETTINGS},
             }
         )
 
@@ -275,7 +254,7 @@ class Asker:
             return False
 
     @property
-    def engine(self) -> LlamaEngine | RemoteEngine:
+    def engine(self) -> Engine:
         if self._engine_future is None:
             self._engine_future = self._loader.submit(self._load_engine)
         return self._engine_future.result()
@@ -300,7 +279,7 @@ class Asker:
             embed_ms=round(found.embed_ms, 2), search_ms=round(found.search_ms, 2)
         )
 
-        cache, scope, key = self._answer_slot(hits, found.vector)
+        cache, scope, key = self._answer_slot(hits, found.vector, found.generation)
         if cache is not None and key is not None:
             hit = cache.lookup(key, question, found.vector)
             if hit is not None:
@@ -310,7 +289,9 @@ class Asker:
                 timings.total_ms = timings.ttft_ms = round(
                     (time.perf_counter() - started) * 1000, 2
                 )
-                return _cached_answer(question, hit, hits, timings)
+                cached = _cached_answer(question, hit, hits, timings)
+                cached.generation = found.generation
+                return cached
         self.start_loading()  # no cached answer: the model is needed (if anything is)
 
         def answer(text: str, raw: str, reason: str, share: float | None = None, prompt=None):
@@ -328,6 +309,7 @@ class Asker:
                 model=model,
                 support=share,
                 prompt=prompt.text if prompt else "",
+                generation=found.generation,
             )
 
         t0 = time.perf_counter()
@@ -412,7 +394,9 @@ class Asker:
             return False
         return signals["answerable"] >= self.settings.min_answerable
 
-    def _answer_slot(self, hits: list[Hit], vector) -> tuple[AnswerCache | None, str, str | None]:
+    def _answer_slot(
+        self, hits: list[Hit], vector, generation: str
+    ) -> tuple[AnswerCache | None, str, str | None]:
         """The answer cache, its scope and this retrieval's key; (None, "", None) when off.
 
         The key holds the set of passages, not their order: the same evidence, ranked
@@ -421,7 +405,7 @@ class Asker:
         if cache is None:
             return None, "", None
         try:
-            scope = self.answer_scope()
+            scope = self.answer_scope(generation)
         except RagError:  # the model is unusable: that is reported when it is needed
             return None, "", None
         return cache, scope, cache_key({"scope": scope, "passages": sorted(_ids(hits))})
@@ -450,10 +434,10 @@ class Asker:
         self.close()
 
     def close(self) -> None:
-        if self._engine_future is not None:
+        if self._engine_future is not None and self._owns_engine:
             with contextlib.suppress(Exception):  # a failed load has nothing to close
                 self._engine_future.result().close()
-            self._engine_future = None
+        self._engine_future = None
         self._loader.shutdown()
         if self._answers is not None:
             self._answers.close()

@@ -2,6 +2,9 @@
 
 The question is embedded with the model the index records, so a search can
 never mix vectors from two models; asking for another model is an error.
+Each search reads the index's newest commit, whole (``Store.reading``): a
+retriever that lives across `rag index` runs sees every commit and never mixes
+two, and a rebuild with another embedding model brings its own query encoder.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from ..embed.base import query_embedder as _query_embedder
 from ..errors import IndexMismatchError
 from ..models import EmbeddingModelInfo, embedding_model
 from ..records import Hit
-from ..stores.base import IndexInfo
+from ..stores.base import IndexInfo, Store
 from ..stores.url import open_store
 
 if TYPE_CHECKING:
@@ -52,6 +55,15 @@ class SearchResult:
     embed_ms: float
     search_ms: float
     vector: np.ndarray | None = field(default=None, repr=False)  # the query's embedding
+    generation: str = ""  # the index commit searched
+
+    def as_dict(self) -> dict:
+        """What `rag search --json`, POST /search and the MCP `search` tool return."""
+        return {
+            "query": self.query,
+            "results": [h.as_dict() for h in self.hits],
+            "timings": {"embed_ms": round(self.embed_ms, 2), "search_ms": round(self.search_ms, 2)},
+        }
 
 
 def query_embedder(info: EmbeddingModelInfo, store_info: IndexInfo, settings: Settings) -> Embedder:
@@ -63,22 +75,47 @@ def query_embedder(info: EmbeddingModelInfo, store_info: IndexInfo, settings: Se
 class Retriever:
     """Holds an open index and its embedder so batches pay for loading once."""
 
-    def __init__(self, settings: Settings, embedder: Embedder | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        embedder: Embedder | None = None,
+        store: Store | None = None,
+        memo: int = 0,
+    ) -> None:
+        """``store``: an open index to search (closed with the retriever), instead of the
+        one the settings name; ``memo``: keep the vectors of this many texts seen (a
+        resident reader meets the same sentences again and again)."""
         self.settings = settings
-        self.store = open_store(settings)
-        recorded = self.store.info.embed_model
-        if settings.embed_model and embedding_model(settings.embed_model).name != recorded:
-            raise IndexMismatchError(
-                f"index {settings.index_dir} was built with embedding model {recorded}, "
-                f"not {settings.embed_model}; rebuild it with `rag index --rebuild` to switch"
-            )
-        if settings.embed_backend and settings.embed_backend != self.store.info.embeddings:
-            raise IndexMismatchError(
-                f"index {settings.store or settings.index_dir} was built with "
-                f"{self.store.info.embeddings} embeddings, not {settings.embed_backend}; rebuild "
-                "it with `rag index --rebuild` to switch"
-            )
+        self.memo = memo
+        self.store = store or open_store(settings)
         self._embedder = embedder
+        self._built_with: tuple[str, str] = ("", "")  # (model, embeddings) the embedder is for
+        try:
+            self._check(self.store.info)
+        except BaseException:
+            self.store.close()
+            raise
+
+    def _check(self, info: IndexInfo) -> None:
+        """Refuse an index built other than the settings ask; after a rebuild with another
+        embedding model or backend, drop the query encoder of the old one."""
+        s = self.settings
+        where = s.where
+        if s.embed_model and embedding_model(s.embed_model).name != info.embed_model:
+            raise IndexMismatchError(
+                f"index {where} was built with embedding model {info.embed_model}, "
+                f"not {s.embed_model}; rebuild it with `rag index --rebuild` to switch"
+            )
+        if s.embed_backend and s.embed_backend != info.embeddings:
+            raise IndexMismatchError(
+                f"index {where} was built with {info.embeddings} embeddings, not "
+                f"{s.embed_backend}; rebuild it with `rag index --rebuild` to switch"
+            )
+        built_with = (info.embed_model, info.embeddings)
+        if self._built_with != built_with:
+            if self._built_with != ("", ""):
+                self._embedder = None
+            self._built_with = built_with
 
     @property
     def embedder(self) -> Embedder:
@@ -89,7 +126,12 @@ class Retriever:
                     f"embedding model {info.name} now gives {info.dim}-d vectors, the index holds "
                     f"{self.store.info.embed_dim}-d; rebuild it with `rag index --rebuild`"
                 )
-            self._embedder = query_embedder(info, self.store.info, self.settings)
+            embedder = query_embedder(info, self.store.info, self.settings)
+            if self.memo:
+                from ..embed.memo import MemoEmbedder
+
+                embedder = MemoEmbedder(embedder, self.memo)
+            self._embedder = embedder
         return self._embedder
 
     def search(
@@ -98,28 +140,30 @@ class Retriever:
         """Top-k passages by dense vectors, BM25, or both fused (``settings.retriever``)."""
         k = k or self.settings.top_k
         mode = retriever or self.settings.retriever
-        t0 = time.perf_counter()
-        vector = self.embedder.embed([query])[0]
-        t1 = time.perf_counter()
-        if mode == "dense":
-            ranked = self.store.dense_search(vector, k)
-        elif mode == "bm25":
-            ranked = self.store.lexical_search(query, k)
-        else:
-            n = max(CANDIDATES, k)
-            dense = [i for i, _ in self.store.dense_search(vector, n)]
-            lexical = [i for i, _ in self.store.lexical_search(query, n)]
-            ranked = fuse([dense, lexical], k)
-        ids = [i for i, _ in ranked]
-        sims = self.store.similarity(vector, ids)
-        chunks = self.store.chunks(ids)
+        with self.store.reading() as generation:
+            self._check(self.store.info)
+            t0 = time.perf_counter()
+            vector = self.embedder.embed([query])[0]
+            t1 = time.perf_counter()
+            if mode == "dense":
+                ranked = self.store.dense_search(vector, k)
+            elif mode == "bm25":
+                ranked = self.store.lexical_search(query, k)
+            else:
+                n = max(CANDIDATES, k)
+                dense = [i for i, _ in self.store.dense_search(vector, n)]
+                lexical = [i for i, _ in self.store.lexical_search(query, n)]
+                ranked = fuse([dense, lexical], k)
+            ids = [i for i, _ in ranked]
+            sims = self.store.similarity(vector, ids)
+            chunks = self.store.chunks(ids)
         hits = [
             Hit(chunks[i], score, rank, sims[i])
             for rank, (i, score) in enumerate(ranked, 1)
             if i in chunks
         ]
         t2 = time.perf_counter()
-        return SearchResult(query, hits, (t1 - t0) * 1000, (t2 - t1) * 1000, vector)
+        return SearchResult(query, hits, (t1 - t0) * 1000, (t2 - t1) * 1000, vector, generation)
 
     def __enter__(self) -> Retriever:
         return self

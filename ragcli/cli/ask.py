@@ -4,28 +4,15 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from ..errors import ExitCode
 from ..progress import Step
+from . import flags
 from .common import (
-    IndexOpt,
-    JsonOpt,
-    LlmUrlOpt,
-    MaxTokensOpt,
-    ModelOpt,
-    NoAnswerCacheOpt,
-    NoCacheOpt,
-    NoServerOpt,
-    ProfileOpt,
-    QuietOpt,
-    RetrieverOpt,
-    StoreOpt,
-    TopKOpt,
-    answer_settings,
     debug_enabled,
     handle_errors,
     on_sigterm,
@@ -35,14 +22,18 @@ from .common import (
     served,
     stdin_lines,
 )
+from .options import takes
 from .progress import progress_line, showing
 from .render import answer_text, evidence_lines, marks, source_lines, timing_line
 
 if TYPE_CHECKING:
     from ..answer.asker import AnswerTimings
+    from ..config import Settings
+    from ..rag import Rag
 
 
 @handle_errors
+@takes(*flags.COMMANDS["ask"])
 def ask_command(
     question: Annotated[
         str,
@@ -50,19 +41,11 @@ def ask_command(
             help='The question, or "-" to read one per line from stdin.', show_default=False
         ),
     ],
-    top_k: TopKOpt = None,
-    retriever: RetrieverOpt = None,
-    index: IndexOpt = None,
-    store: StoreOpt = None,
-    model: ModelOpt = None,
-    llm_url: LlmUrlOpt = None,
-    max_tokens: MaxTokensOpt = None,
-    no_cache: NoCacheOpt = False,
-    no_answer_cache: NoAnswerCacheOpt = False,
-    json_out: JsonOpt = False,
-    profile: ProfileOpt = False,
-    quiet: QuietOpt = False,
-    no_server: NoServerOpt = False,
+    settings: Settings,
+    json_out: bool = False,
+    profile: bool = False,
+    quiet: bool = False,
+    no_server: bool = False,
 ) -> None:
     """Answer QUESTION from the indexed documents, or say "I don't know" (exit 1).
 
@@ -73,40 +56,30 @@ def ask_command(
 
     if question != "-":
         question = check_question(question)  # before any model loads: a usage error is quick
-    s = answer_settings(
-        index,
-        store,
-        model,
-        top_k,
-        retriever,
-        no_cache,
-        llm_url,
-        no_answer_cache,
-        max_tokens=max_tokens,
-    )
+    s = settings
     client = served(s, no_server or profile)  # --profile measures this process's own work
     if client is not None:
         with client:
             if question == "-":
-                raise typer.Exit(_batch(client, quiet))
+                raise typer.Exit(_batch(client.ask, quiet))
             result = client.ask(question)
         if json_out:
             print_json(result)
         else:
             print_answer(result)
         raise typer.Exit(ExitCode.ANSWERED if result["answered"] else ExitCode.NOT_FOUND)
-    from ..answer.asker import Asker
+    from ..rag import Rag
 
     t0 = time.perf_counter()
-    asker = Asker(s)
+    rag = Rag(s)
     open_ms = (time.perf_counter() - t0) * 1000
     try:
         if question == "-":
-            raise typer.Exit(_batch(asker, quiet))
+            raise typer.Exit(_batch(lambda q: rag.ask(q).as_dict(), quiet))
         ask_started_ms = process_age_ms() if profile else None
-        answer = asker.ask(question) if json_out else show_answer(asker, question)
+        answer = rag.ask(question) if json_out else show_answer(rag, question)
     finally:
-        asker.close()
+        rag.close()
     report = _profile(answer.timings, started_ms, open_ms, ask_started_ms) if profile else None
     if json_out:
         print_json({**answer.as_dict(), **({"profile": report} if report else {})})
@@ -124,14 +97,10 @@ def _counted(lines: Iterable[bytes], quiet: bool) -> Iterator[bytes]:
             yield line
 
 
-def _batch(asker, quiet: bool) -> ExitCode:
-    """Answer stdin line by line (an Asker, or a server's client); SIGTERM stops it like
+def _batch(ask: Callable[[str], dict], quiet: bool) -> ExitCode:
+    """Answer stdin line by line (in this process, or by a server); SIGTERM stops it like
     Ctrl-C, with the answers out."""
     from ..answer.batch import answer_lines
-
-    def ask(question: str) -> dict:
-        out = asker.ask(question)
-        return out if isinstance(out, dict) else out.as_dict()
 
     with on_sigterm():
         result = answer_lines(_counted(stdin_lines(), quiet), ask, print_json, debug_enabled())
@@ -169,7 +138,7 @@ def print_answer(result: dict) -> None:
     )
 
 
-def show_answer(asker, question: str):
+def show_answer(rag: Rag, question: str):
     """Stream the answer on a terminal, then sources and the timing line."""
     stream = sys.stdout.isatty()
 
@@ -177,7 +146,7 @@ def show_answer(asker, question: str):
         sys.stdout.write(piece)
         sys.stdout.flush()
 
-    answer = asker.ask(question, on_text=on_text if stream else None)
+    answer = rag.ask(question, on_text=on_text if stream else None)
     result = answer.as_dict()
     if stream and answer.raw_answer:
         sys.stdout.write(marks(result) + "\n")

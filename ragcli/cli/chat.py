@@ -4,58 +4,39 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import typer
 
+from . import flags
 from .ask import print_answer, show_answer
-from .common import (
-    IndexOpt,
-    LlmUrlOpt,
-    ModelOpt,
-    NoAnswerCacheOpt,
-    NoCacheOpt,
-    NoServerOpt,
-    RetrieverOpt,
-    StoreOpt,
-    TopKOpt,
-    answer_settings,
-    handle_errors,
-    served,
-)
+from .common import handle_errors, served
+from .options import takes
+
+if TYPE_CHECKING:
+    from ..config import Settings
 
 
 @handle_errors
-def chat_command(
-    top_k: TopKOpt = None,
-    retriever: RetrieverOpt = None,
-    index: IndexOpt = None,
-    store: StoreOpt = None,
-    model: ModelOpt = None,
-    llm_url: LlmUrlOpt = None,
-    no_cache: NoCacheOpt = False,
-    no_answer_cache: NoAnswerCacheOpt = False,
-    no_server: NoServerOpt = False,
-) -> None:
+@takes(*flags.ANSWERING, flags.NO_SERVER)
+def chat_command(settings: Settings, no_server: bool = False) -> None:
     """Interactive questions; the KV cache of the shared prompt prefix stays warm.
 
     A running `rag serve` of the same index and settings answers them, unless --no-server.
-    An empty line or end of input (Ctrl-D) ends the session.
+    An empty line or end of input (Ctrl-D) ends the session. Each question reads the
+    index's newest commit.
     """
-    s = answer_settings(index, store, model, top_k, retriever, no_cache, llm_url, no_answer_cache)
-    client = served(s, no_server)
+    client = served(settings, no_server)
     if client is not None:
         with client:
             for question in _questions():
                 print_answer(client.ask(question))
         raise typer.Exit(0)
-    from ..answer.asker import Asker
+    from ..rag import Rag
 
-    asker = Asker(s)
-    try:
+    with Rag(settings) as rag:
         for question in _questions():
-            show_answer(asker, question)
-    finally:
-        asker.close()
+            show_answer(rag, question)
     raise typer.Exit(0)
 
 

@@ -11,45 +11,30 @@ import select
 import signal
 import sys
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
 from typer._click import exceptions as click  # the click typer runs on (vendored)
 
-from ..config import RETRIEVERS, Settings, default, load_settings, one_of
+from ..config import Settings
 from ..errors import ExitCode, RagError, Terminated
 from ..log import LOGGER, debugging
-from ..models import DEFAULT_MODEL
+from . import flags
+from .options import annotated
+from .options import settings as settings  # re-exported for the commands
 from .render import display_path as display_path  # re-exported for the commands
 
-IndexOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--index",
-        help=f"Index folder (default: {default('index_dir')}; env RAG_INDEX).",
-        show_default=False,
-    ),
-]
-StoreOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--store",
-        metavar="URL",
-        help="Keep the index in Milvus instead of the --index folder: milvus-lite://PATH.db or "
-        "milvus://HOST:PORT/COLLECTION (needs ragcli[milvus]; env RAG_STORE).",
-        show_default=False,
-    ),
-]
-ModelOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--model",
-        metavar="NAME|PATH",
-        help=f"A model of `rag models` or a GGUF file (default: {DEFAULT_MODEL}; env RAG_MODEL).",
-        show_default=False,
-    ),
-]
+# Other commands (index, bench) take single options of the one table by these names.
+IndexOpt = annotated(flags.INDEX)
+StoreOpt = annotated(flags.STORE)
+ModelOpt = annotated(flags.MODEL)
+TopKOpt = annotated(flags.TOP_K)
+RetrieverOpt = annotated(flags.RETRIEVER)
+JsonOpt = annotated(flags.JSON)
+QuietOpt = annotated(flags.QUIET)
+MaxTokensOpt = annotated(flags.MAX_TOKENS)
+NoCacheOpt = annotated(flags.NO_CACHE)
+ProfileOpt = annotated(flags.PROFILE)
 EmbedModelOpt = Annotated[
     str | None,
     typer.Option(
@@ -58,99 +43,8 @@ EmbedModelOpt = Annotated[
         show_default=False,
     ),
 ]
-TopKOpt = Annotated[
-    int | None,
-    typer.Option(
-        "-k",
-        "--top-k",
-        min=1,
-        help=f"Passages to retrieve (default: {default('top_k')}).",
-        show_default=False,
-    ),
-]
-RetrieverOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--retriever",
-        help=f"{one_of(RETRIEVERS)} (default: {default('retriever')}).",
-        show_default=False,
-    ),
-]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
-QuietOpt = Annotated[
-    bool, typer.Option("--quiet", "-q", help="Draw no progress line on the terminal.")
-]
-MaxTokensOpt = Annotated[
-    int | None,
-    typer.Option(
-        "--max-tokens",
-        min=1,
-        help=f"Answer length limit (default: {default('max_tokens')}).",
-        show_default=False,
-    ),
-]
-NoCacheOpt = Annotated[
-    bool,
-    typer.Option("--no-cache", help="Do not reuse or save answers or KV states (no cache at all)."),
-]
-NoAnswerCacheOpt = Annotated[
-    bool,
-    typer.Option(
-        "--no-answer-cache",
-        help="Run the model even for a question answered before (the KV cache stays on).",
-    ),
-]
-LlmUrlOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--llm-url",
-        help="Generate on an OpenAI-compatible server, e.g. http://HOST:PORT/v1, instead of "
-        "loading the model here (env RAG_LLM_URL).",
-        show_default=False,
-    ),
-]
-
-NoServerOpt = Annotated[
-    bool,
-    typer.Option(
-        "--no-server",
-        help="Work in this process even when `rag serve` serves this index.",
-    ),
-]
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-def settings(**flags: Any) -> Settings:
-    """Settings from file and environment, with the flags the user gave on top."""
-    return load_settings({k: v for k, v in flags.items() if v is not None})
-
-
-def answer_settings(
-    index: Path | None,
-    store: str | None,
-    model: Path | None,
-    top_k: int | None,
-    retriever: str | None,
-    no_cache: bool,
-    llm_url: str | None,
-    no_answer_cache: bool = False,
-    **more: Any,
-) -> Settings:
-    """The settings of the commands that answer (ask, chat, eval), from their shared flags.
-
-    ``--no-cache`` turns off every cache; ``--no-answer-cache`` only the answer cache."""
-    return settings(
-        index_dir=index,
-        store=store,
-        model=model,
-        top_k=top_k,
-        retriever=retriever,
-        use_cache=False if no_cache else None,
-        answer_cache=False if no_cache or no_answer_cache else None,
-        llm_url=llm_url,
-        **more,
-    )
 
 
 def served(s: Settings, no_server: bool, purpose: str = "ask"):
@@ -304,11 +198,6 @@ def process_age_ms() -> float | None:
         return max(0.0, (uptime - start) * 1000)
     except (OSError, ValueError, IndexError):
         return None
-
-
-ProfileOpt = Annotated[
-    bool, typer.Option("--profile", help="Print where the time went, start-up included, on stderr.")
-]
 
 
 def print_profile(profile: dict[str, float]) -> None:

@@ -4,63 +4,43 @@ from __future__ import annotations
 
 from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from .common import (
-    IndexOpt,
-    JsonOpt,
-    LlmUrlOpt,
-    ModelOpt,
-    NoCacheOpt,
-    QuietOpt,
-    RetrieverOpt,
-    StoreOpt,
-    TopKOpt,
-    answer_settings,
-    handle_errors,
-    print_json,
-    stdout_console,
-)
+from . import flags
+from .common import handle_errors, print_json, stdout_console
+from .options import takes
 from .progress import progress_line, showing
+
+if TYPE_CHECKING:
+    from ..config import Settings
 
 
 @handle_errors
+@takes(*flags.ANSWERING, flags.JSON, flags.QUIET)
 def eval_command(
     questions: Annotated[
         Path, typer.Argument(help="JSON Lines question file (see README).", show_default=False)
     ],
-    top_k: TopKOpt = None,
-    retriever: RetrieverOpt = None,
-    index: IndexOpt = None,
-    store: StoreOpt = None,
-    model: ModelOpt = None,
-    llm_url: LlmUrlOpt = None,
-    no_cache: NoCacheOpt = False,
+    settings: Settings,
     limit: Annotated[int | None, typer.Option(min=1, help="Only the first N questions.")] = None,
     retrieval_only: Annotated[
         bool, typer.Option("--retrieval-only", help="Score retrieval only; do not run the model.")
     ] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="A row per question.")] = False,
-    json_out: JsonOpt = False,
-    quiet: QuietOpt = False,
+    json_out: bool = False,
+    quiet: bool = False,
 ) -> None:
-    """Score the current index and model on a question set."""
-    from ..answer.asker import Asker
-    from ..answer.evaluation import evaluate, load_questions
+    """Score the current index and model on a question set (never from the answer cache)."""
+    from ..answer.evaluation import load_questions
+    from ..rag import Rag
 
     items = load_questions(questions)[:limit]
     # An evaluation measures the model: answers are never served from the answer cache.
-    s = answer_settings(
-        index, store, model, top_k, retriever, no_cache, llm_url, no_answer_cache=True
-    )
-    asker = Asker(s, preload=not retrieval_only)
-    try:
-        with progress_line(showing(json_out, quiet)) as progress:
-            report = evaluate(asker, items, progress, retrieval_only)
-    finally:
-        asker.close()
+    rag = Rag(settings.replace(answer_cache=False), preload=not retrieval_only)
+    with rag, progress_line(showing(json_out, quiet)) as progress:
+        report = rag.evaluate(items, progress, retrieval_only)
     if json_out:
         print_json(report.as_dict())
         return

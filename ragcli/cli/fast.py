@@ -17,47 +17,37 @@ import sys
 from typing import Any
 
 from ..errors import ExitCode, RagError
+from .flags import COMMANDS, NO_SERVER, PROFILE, Flag, overrides
 
-# option -> setting; flags below take no value
-_VALUE_OPTIONS = {
-    "ask": {
-        "--index": "index_dir",
-        "--store": "store",
-        "--model": "model",
-        "-k": "top_k",
-        "--top-k": "top_k",
-        "--retriever": "retriever",
-        "--llm-url": "llm_url",
-        "--max-tokens": "max_tokens",
-    },
-    "search": {
-        "--index": "index_dir",
-        "--store": "store",
-        "-k": "top_k",
-        "--top-k": "top_k",
-        "--retriever": "retriever",
-    },
-}
-_FLAGS = {"ask": {"--json", "-q", "--quiet"}, "search": {"--json"}}
-_POSITIVE = {"top_k", "max_tokens"}
+# The options the served path leaves to the full command: working here, and measuring it.
+_DECLINED = {NO_SERVER.param, PROFILE.param}
+
+
+def _spellings(flags: tuple[Flag, ...]) -> dict[str, Flag]:
+    return {name: f for f in flags for name in f.names}
 
 
 def parse(argv: list[str]) -> tuple[str, str, bool, dict[str, Any]] | None:
-    """(command, question, json, setting overrides), or None for what this does not handle."""
-    if not argv or argv[0] not in _VALUE_OPTIONS:
+    """(command, question, json, setting overrides), or None for what this does not handle.
+
+    The options are those of the Typer command (:data:`ragcli.cli.flags.COMMANDS`)."""
+    if not argv or argv[0] not in COMMANDS:
         return None
     command, rest = argv[0], argv[1:]
-    values, flags = _VALUE_OPTIONS[command], _FLAGS[command]
-    overrides: dict[str, Any] = {}
+    flags = COMMANDS[command]
+    spelled = _spellings(flags)
+    values: dict[str, Any] = {}
     positional: list[str] = []
-    json_out = False
     i = 0
     while i < len(rest):
         arg = rest[i]
         name, eq, inline = arg.partition("=") if arg.startswith("--") else (arg, "", "")
-        if name in flags and not eq:
-            json_out = json_out or name == "--json"
-        elif name in values:
+        flag = spelled.get(name)
+        if flag is not None and flag.switch and not eq:
+            if flag.param in _DECLINED:
+                return None
+            values[flag.param] = True
+        elif flag is not None and not flag.switch:
             if eq:
                 value = inline
             elif i + 1 < len(rest):
@@ -65,13 +55,12 @@ def parse(argv: list[str]) -> tuple[str, str, bool, dict[str, Any]] | None:
                 value = rest[i]
             else:
                 return None
-            key = values[name]
-            if key in _POSITIVE:
-                if not value.isdigit() or int(value) < 1:
+            if flag.kind == "int":
+                if not value.isdigit() or int(value) < (flag.minimum or 0):
                     return None  # the full command reports the bad value
-                overrides[key] = int(value)
+                values[flag.param] = int(value)
             else:
-                overrides[key] = value
+                values[flag.param] = value
         elif arg.startswith("-"):
             return None  # an option this does not know, `--`, or a batch from stdin
         else:
@@ -79,7 +68,7 @@ def parse(argv: list[str]) -> tuple[str, str, bool, dict[str, Any]] | None:
         i += 1
     if len(positional) != 1:
         return None
-    return command, positional[0], json_out, overrides
+    return command, positional[0], bool(values.get("json_out")), overrides(flags, values)
 
 
 def through_server(argv: list[str]) -> int | None:

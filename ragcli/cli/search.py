@@ -4,70 +4,51 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from ..errors import ExitCode
-from .common import (
-    IndexOpt,
-    JsonOpt,
-    NoServerOpt,
-    ProfileOpt,
-    RetrieverOpt,
-    StoreOpt,
-    TopKOpt,
-    handle_errors,
-    print_json,
-    print_profile,
-    process_age_ms,
-    served,
-    settings,
-)
+from . import flags
+from .common import handle_errors, print_json, print_profile, process_age_ms, served
+from .options import takes
 from .render import search_text
+
+if TYPE_CHECKING:
+    from ..config import Settings
 
 
 @handle_errors
+@takes(*flags.COMMANDS["search"])
 def search_command(
     query: Annotated[str, typer.Argument(help="What to look for.", show_default=False)],
-    top_k: TopKOpt = None,
-    retriever: RetrieverOpt = None,
-    index: IndexOpt = None,
-    store: StoreOpt = None,
-    json_out: JsonOpt = False,
-    profile: ProfileOpt = False,
-    no_server: NoServerOpt = False,
+    settings: Settings,
+    json_out: bool = False,
+    profile: bool = False,
+    no_server: bool = False,
 ) -> None:
     """Print the top-k passages for QUERY with their sources and scores.
 
     A running `rag serve` of the same index searches, unless --no-server.
     """
     started_ms = process_age_ms() if profile else None
-    s = settings(index_dir=index, store=store, top_k=top_k, retriever=retriever)
+    s = settings
     client = served(s, no_server or profile, purpose="search")
     if client is not None:
         with client:
             out = client.search(query, s.top_k, s.retriever)
         _print(out, json_out)
         return
-    from ..answer.retrieval import Retriever
+    from ..rag import Rag
 
     t0 = time.perf_counter()
-    retriever = Retriever(s)
+    rag = Rag(s, preload=False)
     open_ms = (time.perf_counter() - t0) * 1000
     try:
-        result = retriever.search(query, s.top_k)
+        result = rag.search(query)
     finally:
-        retriever.close()
-    out = {
-        "query": query,
-        "results": [h.as_dict() for h in result.hits],
-        "timings": {
-            "embed_ms": round(result.embed_ms, 2),
-            "search_ms": round(result.search_ms, 2),
-        },
-    }
-    _print(out, json_out, exit_when_empty=not profile)
+        rag.close()
+    _print(result.as_dict(), json_out, exit_when_empty=not profile)
     if profile:
         print_profile(
             {

@@ -5,34 +5,22 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from .common import (
-    IndexOpt,
-    LlmUrlOpt,
-    MaxTokensOpt,
-    ModelOpt,
-    NoCacheOpt,
-    RetrieverOpt,
-    StoreOpt,
-    TopKOpt,
-    answer_settings,
-    handle_errors,
-)
+from . import flags
+from .common import handle_errors
+from .options import takes
+
+if TYPE_CHECKING:
+    from ..config import Settings
 
 
 @handle_errors
+@takes(*flags.ANSWERING)
 def serve_command(
-    top_k: TopKOpt = None,
-    retriever: RetrieverOpt = None,
-    index: IndexOpt = None,
-    store: StoreOpt = None,
-    model: ModelOpt = None,
-    llm_url: LlmUrlOpt = None,
-    max_tokens: MaxTokensOpt = None,
-    no_cache: NoCacheOpt = False,
+    settings: Settings,
     socket_path: Annotated[
         Path | None,
         typer.Option(
@@ -81,9 +69,7 @@ def serve_command(
     from ..serve.locate import socket_path as default_socket
     from ..serve.run import ServeOptions, serve
 
-    s = answer_settings(
-        index, store, model, top_k, retriever, no_cache, llm_url, max_tokens=max_tokens
-    )
+    s = settings
     if port is not None and host is None:
         host = "127.0.0.1"
     options = ServeOptions(
@@ -96,7 +82,7 @@ def serve_command(
     )
 
     def ready(where: str) -> None:
-        sys.stderr.write(f"rag: serving {s.store or s.index_dir} with {where}\n")
+        sys.stderr.write(f"rag: serving {s.where} with {where}\n")
         sys.stderr.flush()
 
     serve(s, options, ready)

@@ -185,9 +185,7 @@ def build_index(
         embed_backend=embedder.backend,
         embed_quantization=embedder.quantization,
     )
-    report = IndexReport(
-        index_dir=settings.store or str(settings.index_dir), embeddings=info.embeddings
-    )
+    report = IndexReport(index_dir=settings.where, embeddings=info.embeddings)
     report.skipped = [{"path": str(s.path), "reason": s.reason} for s in skipped]
 
     with store_writer(settings, info, rebuild=rebuild) as writer:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from ..config import Settings
+from ..config import ANSWER_SETTINGS, Settings
 from ..errors import ConfigError
 
 SOCKET_NAME = "serve.sock"
@@ -21,33 +21,23 @@ MAX_SOCKET_PATH = 100
 SERVER_ENV = "RAG_SERVER"  # a socket path, or http://HOST:PORT
 TOKEN_ENV = "RAG_SERVER_TOKEN"
 
-# The settings that change an answer: a client uses a server only when they are equal.
-ANSWER_SETTINGS = (
+# What must match for a client to use a server: the index, the model and how it runs,
+# and every setting that shapes an answer.
+SERVER_SETTINGS = (
     "store",
     "model",
     "embed_model",
-    "top_k",
-    "retriever",
-    "n_ctx",
-    "max_tokens",
-    "context_passages",
-    "context_sentences",
-    "min_score",
-    "min_support",
     "llm_url",
     "use_cache",
+    "answer_cache",
+    *ANSWER_SETTINGS,
 )
-
-
-def index_key(settings: Settings) -> str:
-    """What names the index: the store URL, or the index folder's absolute path."""
-    return settings.store or str(settings.index_dir.resolve())
 
 
 def identity(settings: Settings) -> dict[str, str | int | float | bool | None]:
     """The index and the answer settings, as JSON values a client compares with its own."""
-    out: dict[str, str | int | float | bool | None] = {"index": index_key(settings)}
-    for name in ANSWER_SETTINGS:
+    out: dict[str, str | int | float | bool | None] = {"index": settings.index_name}
+    for name in SERVER_SETTINGS:
         value = getattr(settings, name)
         out[name] = str(value) if isinstance(value, Path) else value
     return out
@@ -70,7 +60,7 @@ def socket_path(settings: Settings) -> Path:
         path = settings.index_dir.resolve() / SOCKET_NAME
         if len(os.fsencode(path)) <= MAX_SOCKET_PATH:
             return path
-    digest = hashlib.sha256(index_key(settings).encode("utf-8", "surrogateescape")).hexdigest()
+    digest = hashlib.sha256(settings.index_name.encode("utf-8", "surrogateescape")).hexdigest()
     return runtime_dir() / f"{digest[:24]}.sock"
 
 

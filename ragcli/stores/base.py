@@ -8,6 +8,7 @@ chooses between them by the ``store`` setting.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -16,11 +17,11 @@ from typing import TYPE_CHECKING, Protocol
 from .. import __version__
 from ..errors import IndexMismatchError
 from ..records import Chunk, SourceFile, StoredChunk
-from .faiss_index import AUTO, check_index_type
 
 if TYPE_CHECKING:
     import numpy as np
 
+AUTO = "auto"  # vector index type chosen by size (stores/faiss_index.py, auto_index_type)
 FORMAT_VERSION = 4  # 2: BM25 full-text table; 3: PDF page of each chunk; 4: heading path
 # How documents become passages (the readers and the chunker). An index whose passages an
 # older version made is re-read whole on its next update, so it never keeps stale text.
@@ -101,7 +102,7 @@ class IndexInfo:
             embed_quantization=embed_quantization,
             faiss_version=package_version("faiss-cpu"),
             sentence_transformers_version=package_version("sentence-transformers"),
-            index_spec=None if index_spec is None else _checked_spec(index_spec, embed_dim),
+            index_spec=index_spec,
             text_version=TEXT_VERSION,
         )
 
@@ -130,11 +131,6 @@ class IndexInfo:
                 f"{self.chunk_overlap}, not {other.chunk_tokens}/{other.chunk_overlap}"
             )
         return None
-
-
-def _checked_spec(spec: str, dim: int) -> str:
-    check_index_type(spec, dim)
-    return spec
 
 
 class FileWriter:
@@ -166,6 +162,12 @@ class Store(Protocol):
     def generation(self) -> str:
         """The index's committed state now (read afresh): it changes on every commit, so a
         long-lived reader or an answer cache can tell that the index moved under it."""
+        ...
+
+    def reading(self) -> contextlib.AbstractContextManager[str]:
+        """The newest commit, held for the block: every read inside sees that one
+        generation (yielded) and ``info`` is its build record. A reader that lives across
+        commits wraps each search in this and so follows the index."""
         ...
 
     def count_chunks(self) -> int: ...

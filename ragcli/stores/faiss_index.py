@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from ..errors import ConfigError
+from .base import AUTO
 
 if TYPE_CHECKING:
     import numpy as np
@@ -29,7 +30,6 @@ class BuildInfo(Protocol):
 
 InfoT = TypeVar("InfoT", bound=BuildInfo)
 
-AUTO = "auto"  # index type chosen by size: see auto_index_type
 # "auto" searches exactly below this many vectors: flat search of 100k 384-d vectors
 # takes ~9 ms a query here, 200k ~20 ms (docs/BENCHMARKS.md, "Index types at scale").
 FLAT_MAX = 100_000

@@ -10,6 +10,12 @@ A write never touches the files a reader uses: the new vectors go to a new
 generation file, and the SQLite commit that names it is the single atomic
 commit point. A crash before it leaves the previous index as it was; the
 orphaned file is removed by the next writer.
+
+A reader holds one SQLite read transaction for each search (:meth:`IndexStore.reading`),
+so the chunks it reads and the vector file it searches belong to the same commit. The
+writer removes the previous vector file right after its commit; a reader that had just
+read that file's name finds it gone, and then reads the metadata again (a new commit
+names a new file) instead of failing.
 """
 
 from __future__ import annotations
@@ -35,8 +41,8 @@ from ..errors import (
     IndexMissingError,
 )
 from ..records import Chunk, SourceFile, StoredChunk
-from .base import FileWriter, IndexInfo, check_format, lexical_terms
-from .faiss_index import AUTO, VectorIndex
+from .base import AUTO, FileWriter, IndexInfo, check_format, lexical_terms
+from .faiss_index import VectorIndex, check_index_type
 
 if TYPE_CHECKING:
     import numpy as np
@@ -86,22 +92,35 @@ class IndexStore:
         self._db = db
         self.info = info
         self._vectors: VectorIndex | None = None
+        self._generation = ""  # the commit ``info`` and the vectors were read from
+        self._depth = 0  # nested reading() blocks share the outer one's transaction
 
     # -- opening ---------------------------------------------------------
     @classmethod
     def open(cls, root: Path) -> IndexStore:
-        """Open an existing index for reading; clear errors when it is not one."""
+        """Open an existing index for reading; clear errors when it is not one.
+
+        A database without a commit is a first `rag index` still at work: until its
+        first commit there is no index to read, which is what the reader is told."""
         db_path = root / DB_NAME
         if not db_path.is_file():
             raise IndexMissingError(f"no index at {root}: run `rag index PATH` first")
         with _disk_full_as_error(root):
             db = _connect(db_path)
-            return cls(root, db, _read_info(db, root))
+            try:
+                store = cls(root, db, IndexInfo("", 0, 0, 0))
+                with store.reading():
+                    return store
+            except BaseException:
+                db.close()
+                raise
 
     @classmethod
     @contextlib.contextmanager
     def writer(cls, root: Path, info: IndexInfo, rebuild: bool = False) -> Iterator[IndexWriter]:
         """Hold the index's lock and yield a writer; nothing is visible until commit."""
+        if info.index_spec is not None:  # a bad factory string fails before any work
+            check_index_type(info.index_spec, info.embed_dim)
         root.mkdir(parents=True, exist_ok=True)
         with _disk_full_as_error(root), _lock(root):
             db = _open_for_write(root / DB_NAME, rebuild)
@@ -127,9 +146,10 @@ class IndexStore:
     # -- reading ---------------------------------------------------------
     @property
     def vectors(self) -> VectorIndex:
-        if self._vectors is None:
-            self._vectors = _load_vectors(self._db, self.root, mmap=True)
-        return self._vectors
+        """The vectors of the commit held (or the newest, outside :meth:`reading`)."""
+        with self.reading():
+            assert self._vectors is not None
+            return self._vectors
 
     def generation(self) -> str:
         """The vector file the last commit named (a new name on every commit)."""
@@ -141,6 +161,47 @@ class IndexStore:
             ) from None
         return row[0] if row else ""
 
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[str]:
+        """Hold the newest commit for the block (one SQLite read transaction): the chunks,
+        the BM25 table, ``info`` and the vectors all come from the generation yielded."""
+        if self._depth:
+            yield self._generation
+            return
+        for attempt in range(READ_ATTEMPTS):
+            self._db.execute("BEGIN")
+            try:
+                generation = self.generation()  # the first read fixes the snapshot
+                if not generation:
+                    raise IndexMissingError(
+                        f"no index at {self.root} yet: the first `rag index` of it has not "
+                        "committed; try again when it has"
+                    )
+                if generation != self._generation:
+                    self._follow(generation)
+                break
+            except IndexCorruptError:
+                self._db.execute("ROLLBACK")
+                # The vector file just named was replaced by a newer commit: read that one.
+                if attempt + 1 < READ_ATTEMPTS and self.generation() != generation:
+                    continue
+                raise
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        self._depth += 1
+        try:
+            yield generation
+        finally:
+            self._depth -= 1
+            self._db.execute("COMMIT")
+
+    def _follow(self, generation: str) -> None:
+        """Take the build record and the vectors (memory-mapped) of a new commit."""
+        info = _read_info(self._db, self.root)
+        vectors = _load_vectors(self._db, self.root, mmap=True)
+        self.info, self._vectors, self._generation = info, vectors, generation
+
     def files(self) -> dict[str, str]:
         """Indexed file path -> content sha256."""
         return dict(self._db.execute("SELECT path, sha256 FROM files"))
@@ -150,13 +211,15 @@ class IndexStore:
 
     def dense_search(self, query: np.ndarray, k: int) -> list[tuple[int, float]]:
         """(chunk id, cosine) of the top-k chunks for a normalized query vector."""
-        if not len(self.vectors):
-            return []
-        return self.vectors.search(query.reshape(1, -1), k)[0]
+        with self.reading():
+            if not len(self.vectors):
+                return []
+            return self.vectors.search(query.reshape(1, -1), k)[0]
 
     def similarity(self, query: np.ndarray, ids: list[int]) -> dict[int, float]:
         """Cosine between the query and the stored vectors of ``ids``."""
-        return self.vectors.similarity(query, ids)
+        with self.reading():
+            return self.vectors.similarity(query, ids)
 
     def lexical_search(self, query: str, k: int) -> list[tuple[int, float]]:
         """BM25 (SQLite FTS5) over the chunk texts: (chunk id, score), best first."""
@@ -164,22 +227,24 @@ class IndexStore:
         if not terms:
             return []
         match = " OR ".join(f'"{t}"' for t in dict.fromkeys(terms))
-        rows = self._db.execute(
-            "SELECT rowid, bm25(chunks_fts) FROM chunks_fts WHERE chunks_fts MATCH ? "
-            "ORDER BY bm25(chunks_fts) LIMIT ?",
-            (match, k),
-        )
+        with self.reading():
+            rows = self._db.execute(
+                "SELECT rowid, bm25(chunks_fts) FROM chunks_fts WHERE chunks_fts MATCH ? "
+                "ORDER BY bm25(chunks_fts) LIMIT ?",
+                (match, k),
+            ).fetchall()
         return [(int(i), -float(score)) for i, score in rows]
 
     def chunks(self, ids: list[int]) -> dict[int, StoredChunk]:
         if not ids:
             return {}
         marks = ",".join("?" * len(ids))
-        rows = self._db.execute(
-            "SELECT id, path, ordinal, start_line, end_line, text, n_tokens, page, heading "
-            f"FROM chunks WHERE id IN ({marks})",
-            ids,
-        )
+        with self.reading():
+            rows = self._db.execute(
+                "SELECT id, path, ordinal, start_line, end_line, text, n_tokens, page, heading "
+                f"FROM chunks WHERE id IN ({marks})",
+                ids,
+            ).fetchall()
         return {r[0]: _stored(r) for r in rows}
 
     def all_chunks(self) -> Iterator[StoredChunk]:
@@ -299,6 +364,7 @@ class IndexWriter(FileWriter):
         self._db.execute("BEGIN IMMEDIATE")  # the next batch; dropped if nothing follows
 
 
+READ_ATTEMPTS = 8  # commits in a row a reader may miss before it gives up
 LOW_SPACE = 1 << 20  # bytes free below which a failed write is taken for a full disk
 
 

@@ -254,6 +254,23 @@ class MilvusStore:
         state = _state(self._client, self.target)
         return str(state["gen"]) if state else ""
 
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[str]:
+        """Move to the newest committed generation, and read only its rows in the block.
+
+        Milvus has no read transaction: a commit that lands inside the block may delete
+        rows it superseded, which the block's reads then miss (never rows of another
+        generation)."""
+        state = _state(self._client, self.target)
+        if state is None:
+            raise IndexMissingError(f"no index at {self.target.url} any more")
+        if int(state["gen"]) != self._gen:
+            self.info = _info_from(state, self.target.url)
+            self._gen = int(state["gen"])
+            self._visible = f"gen <= {self._gen}"
+            self._bm25 = bool(state.get("bm25", True))
+        yield str(self._gen)
+
     def files(self) -> dict[str, str]:
         """Indexed file path -> content sha256 (the newest committed row of each path)."""
         out = {}

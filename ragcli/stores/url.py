@@ -6,12 +6,12 @@ from __future__ import annotations
 import contextlib
 
 from ..config import Settings
-from .base import IndexInfo
+from .base import IndexInfo, Store
 from .folder import IndexStore, IndexWriter
 from .milvus import MilvusStore, MilvusWriter, milvus_writer
 
 
-def open_store(settings: Settings) -> IndexStore | MilvusStore:
+def open_store(settings: Settings) -> Store:
     """The index to read: the FAISS folder at ``index_dir``, or Milvus by ``store``."""
     if not settings.store:
         return IndexStore.open(settings.index_dir)

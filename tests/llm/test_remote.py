@@ -7,15 +7,10 @@ side is the installed `rag` command, so nothing is mocked.
 from __future__ import annotations
 
 import json
-import os
 import re
 import socket
 import subprocess
 import sys
-import time
-import urllib.request
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -26,7 +21,6 @@ from ..conftest import rag
 
 CRICKET = "Who won the 2023 Cricket World Cup?"
 VENUE = "Where was the 2023 Cricket World Cup final played?"
-START_TIMEOUT_S = 180
 
 # The client process on the --llm-url path: exit code, stdout, and whether
 # llama.cpp's bindings were imported.
@@ -50,57 +44,6 @@ def _free_port() -> int:
 def _no_llm_url_from_outside(monkeypatch: pytest.MonkeyPatch) -> None:
     """A user's RAG_LLM_URL would turn the local runs below into remote ones."""
     monkeypatch.delenv("RAG_LLM_URL", raising=False)
-
-
-@pytest.fixture(scope="module")
-def server_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("llm-server") / "server.log"
-
-
-@pytest.fixture(scope="module")
-def llm_url(server_log: Path) -> Iterator[str]:
-    """llama-cpp-python's server with the default model, on a free loopback port."""
-    import importlib.util
-
-    from ragcli.models import generation_model
-
-    if any(importlib.util.find_spec(m) is None for m in ("uvicorn", "fastapi", "sse_starlette")):
-        pytest.fail("llama-cpp-python's server is not installed: pip install 'ragcli[server]'")
-    model = generation_model("gemma-3-270m", load_settings().cache_dir).path
-    port = _free_port()
-    threads = str(os.cpu_count() or 1)
-    cmd = [
-        sys.executable, "-m", "llama_cpp.server", "--model", str(model),
-        "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "4096",
-        "--n_threads", threads, "--n_threads_batch", threads,
-        "--verbose", "true",  # its prefix-match lines are checked below
-    ]  # fmt: skip
-    url = f"http://127.0.0.1:{port}/v1"
-    with server_log.open("wb") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while True:
-            if proc.poll() is not None:
-                tail = server_log.read_text(errors="replace")[-2000:]
-                pytest.fail(f"llama_cpp.server exited with {proc.returncode}:\n{tail}")
-            try:
-                with urllib.request.urlopen(f"{url}/models", timeout=2) as resp:
-                    if resp.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"llama_cpp.server not ready after {START_TIMEOUT_S} s")
-            time.sleep(0.3)
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def _ask_in_probe(*args: str) -> dict:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ragcli.serve.service import MemoEmbedder
+from ragcli.embed.memo import MemoEmbedder
 
 
 class Counting:
@@ -13,6 +13,7 @@ class Counting:
     def __init__(self, inner) -> None:
         self.inner = inner
         self.info = self.inner.info
+        self.backend, self.quantization = inner.backend, inner.quantization
         self.asked: list[str] = []
 
     def embed(self, texts, progress=None):

@@ -1,1 +1,0 @@
-"""ragcli's search and answers as tools for other programs (coding agents, desktop assistants)."""

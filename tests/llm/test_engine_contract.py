@@ -1,0 +1,60 @@
+"""What every engine promises, checked the same way on each: llama.cpp in this process and
+an OpenAI-compatible server (llama-cpp-python's), both opened through `open_engine` and
+used as an `Engine` only."""
+
+from __future__ import annotations
+
+import pytest
+
+from ragcli.answer import copying
+from ragcli.answer.prompt import IDK, chat_prompt, completion_prompt
+from ragcli.config import load_settings
+from ragcli.errors import ModelError
+from ragcli.llm.base import Engine
+from ragcli.llm.open import open_engine
+
+CONTEXT = ["The night ferry to Quillmoor leaves from pier 7 at 21:40 on weekdays."]
+QUESTION = "From which pier does the night ferry to Quillmoor leave?"
+
+
+@pytest.fixture(params=["llama.cpp", "server"])
+def engine(request, tmp_path):
+    if request.param == "server":
+        settings = load_settings({"llm_url": request.getfixturevalue("llm_url")})
+    else:
+        settings = load_settings({"model": "gemma-3-270m", "cache_dir": tmp_path / "cache"})
+        (tmp_path / "cache").mkdir()
+        (tmp_path / "cache" / "models").symlink_to(load_settings().cache_dir / "models")
+    engine: Engine = open_engine(settings)
+    yield engine
+    engine.close()
+
+
+def _prompt(engine: Engine):
+    if engine.chat_template:
+        return chat_prompt(QUESTION, CONTEXT, engine.chat_template, engine.bos, engine.eos)
+    return completion_prompt(QUESTION, CONTEXT)
+
+
+def test_generates_streams_and_reports(engine: Engine):
+    pieces: list[str] = []
+    out = engine.generate(_prompt(engine), max_tokens=12, on_text=pieces.append, use_cache=False)
+    assert isinstance(engine.model.name, str) and engine.model.name
+    assert "".join(pieces) == out.text
+    t = out.timings
+    assert t.prompt_tokens > 20  # the instructions, the sentence and the question
+    assert 1 <= t.completion_tokens <= 12
+    assert t.ttft_ms > 0 and t.total_ms >= t.ttft_ms
+
+
+def test_copies_a_span_when_it_can_constrain(engine: Engine):
+    dec = copying.decoder(QUESTION, CONTEXT, lambda: engine.vocabulary)
+    if not engine.can_constrain:
+        assert engine.vocabulary is None
+        with pytest.raises(ModelError, match="constrained"):
+            engine.generate(_prompt(engine), max_tokens=8, constraint=dec)
+        return
+    engine.generate(_prompt(engine), max_tokens=12, use_cache=False, constraint=dec)
+    copied = copying.read(dec, QUESTION, CONTEXT)
+    assert copied.abstained or copied.text in CONTEXT[0]
+    assert copied.abstained or copied.text.strip() not in ("", IDK)
