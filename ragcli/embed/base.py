@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Protocol
 
 from ..config import DEFAULT_EMBED_BACKEND, Settings
 from ..errors import ModelError
-from ..models import EmbeddingModelInfo, verified_onnx
+from ..models import EmbeddingModelInfo
+from .manifest import verified_onnx
 
 if TYPE_CHECKING:
     import numpy as np

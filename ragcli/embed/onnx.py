@@ -22,7 +22,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..models import EmbeddingModelInfo, OnnxModel
+from ..models import EmbeddingModelInfo
+from .manifest import OnnxModel
 
 if TYPE_CHECKING:
     import numpy as np

@@ -28,11 +28,10 @@ import warnings
 from pathlib import Path
 
 from ..errors import ModelError
-from ..models import (
+from ..models import EmbeddingModelInfo, _file_digest
+from .manifest import (
     ONNX_FILES,
-    EmbeddingModelInfo,
     OnnxModel,
-    _file_digest,
     onnx_dir,
     onnx_file_names,
     verified_onnx,
