@@ -22,7 +22,8 @@ if TYPE_CHECKING:
     import numpy as np
 
     from ..answer.asker import Asker
-    from ..embed.base import Embedder, Progress
+    from ..embed.base import Embedder
+    from ..progress import Progress
 
 T = TypeVar("T")
 MEMO_VECTORS = 20_000  # 384-d float32: about 31 MB
