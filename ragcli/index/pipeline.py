@@ -36,18 +36,12 @@ from ..records import Chunk
 from ..stores.base import TEXT_VERSION, IndexInfo
 from ..stores.url import open_store, store_writer
 from .chunking import TokenCounter, chunk_stream
+from .discover import discover
+from .document import STREAM_BYTES, stream_document, stream_source, streams
+from .formats import SUFFIXES
 from .prepare import PreparedFile, prepare_file, token_counter
 from .ray_data import prepare_with_ray
-from .read import (
-    STREAM_BYTES,
-    SUFFIXES,
-    discover,
-    fingerprint,
-    read_error,
-    stream_document,
-    stream_source,
-    streams,
-)
+from .source import fingerprint, read_error
 
 if TYPE_CHECKING:
     import numpy as np
@@ -157,7 +151,7 @@ def build_index(
     """Index ``paths`` into the store the settings name; returns what changed.
 
     ``include`` / ``exclude`` are globs on paths relative to each folder given
-    (see :func:`ragcli.index.read.discover`). Files that cannot be read (vanished,
+    (see :func:`ragcli.index.discover.discover`). Files that cannot be read (vanished,
     unreadable, empty, encrypted, corrupt) are reported in ``skipped``; indexed
     files that are now excluded or unreadable are removed from the index.
     ``workers`` parsing processes (default: one less than the cores, at least 1);
