@@ -55,7 +55,7 @@ def index_types_command(
     """Build time, size, latency and recall@10 of FAISS index types on clustered 384-d vectors."""
     from dataclasses import asdict
 
-    from ...bench.workload import index_types_bench
+    from ...bench.index_types import index_types_bench
     from ...stores.faiss_index import check_index_type
 
     types = index_type or ["Flat", "auto"]
@@ -65,7 +65,7 @@ def index_types_command(
     if from_index is not None:
         if questions is None:
             raise UsageError("--from-index needs --questions (a `rag eval` JSONL file)")
-        from ...bench.workload import indexed_vectors
+        from ...bench.index_types import indexed_vectors
 
         vectors, qs = indexed_vectors(from_index, questions)
         size, queries = [len(vectors)], len(qs)

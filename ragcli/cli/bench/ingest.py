@@ -31,7 +31,7 @@ def ingest_command(
     SentenceTransformer.encode, re-run time, fresh `rag search` start-up, memory."""
     from dataclasses import asdict
 
-    from ...bench.workload import big_file_bench, ingest_bench
+    from ...bench.ingest import big_file_bench, ingest_bench
 
     if not docs.is_dir():
         raise UsageError(f"{docs} is not a folder")

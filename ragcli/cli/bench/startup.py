@@ -21,7 +21,7 @@ def startup_command(
     """Time `rag --help`, `rag search` and `rag ask` in fresh processes (medians)."""
     from dataclasses import asdict
 
-    from ...bench.workload import startup_bench
+    from ...bench.startup import startup_bench
 
     rows = startup_bench(settings(index_dir=index).index_dir, question, runs)
     if json_out:
