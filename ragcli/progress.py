@@ -29,3 +29,7 @@ class Step:
 
 
 OnStep = Callable[[Step], None]
+
+# An encoder's report of the number of texts it has just finished: embedding is a step of
+# indexing, so the encoders and the pipeline that counts their work share this type.
+Progress = Callable[[int], None]

@@ -21,6 +21,9 @@ someone who does.
 writes ``OUT_DIR/docs/*.md`` and ``OUT_DIR/questions.jsonl`` (the ``rag eval`` format, with
 ``kind`` and, where it helps a check, ``subject``, ``attribute`` and ``items``). The same
 seed gives byte-identical files; only ``random.Random(seed)`` draws.
+
+This module is long because most of it is hand-written text rather than logic: the word
+lists and the several wordings of every fact and question that the generator draws from.
 """
 
 from __future__ import annotations

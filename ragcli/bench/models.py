@@ -18,7 +18,7 @@ from pathlib import Path
 from ..answer.evaluation import load_questions
 from ..config import Settings
 from ..models import generation_model
-from .workload import run_measured
+from .fresh import run_measured
 
 
 @dataclass

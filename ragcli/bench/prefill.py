@@ -8,6 +8,10 @@ series keeps all its repetitions (median, min, max); the cold medians are fitted
 the weights' matrix products and attention can only add time. ``L* = b/c`` is the
 length where attention's share overtakes the weights'. A run that disagrees with
 itself (spread repetitions, or longer prompts measured faster) says so.
+
+This module is long because it is one benchmark end to end around the record a saved
+``--json`` run is redrawn from (:class:`PrefillRun`): the sweep, the fit and noise
+verdict over its repetitions, and the plot and the table drawn from them.
 """
 
 from __future__ import annotations

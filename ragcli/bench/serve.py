@@ -40,7 +40,7 @@ from ..config import Settings
 from ..errors import RagError, UsageError
 from ..serve.client import Client, ServerError
 from ..serve.locate import Endpoint
-from .workload import run_measured
+from .fresh import run_measured
 
 START_TIMEOUT_S = 600
 

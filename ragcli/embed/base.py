@@ -9,18 +9,16 @@ the export cannot cover. torch takes seconds to import, so it is imported inside
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 from ..config import DEFAULT_EMBED_BACKEND, Settings
 from ..errors import ModelError
-from ..models import EmbeddingModelInfo, verified_onnx
+from ..models import EmbeddingModelInfo
+from ..progress import Progress
+from .manifest import verified_onnx
 
 if TYPE_CHECKING:
     import numpy as np
-
-Progress = Callable[[int], None]  # called with the number of texts just finished
-
 
 log = logging.getLogger(__name__)
 

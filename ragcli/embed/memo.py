@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import numpy as np
 
-    from .base import Embedder, Progress
+    from ..progress import Progress
+    from .base import Embedder
 
 MEMO_VECTORS = 20_000  # 384-d float32: about 31 MB
 

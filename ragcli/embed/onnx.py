@@ -22,12 +22,13 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..models import EmbeddingModelInfo, OnnxModel
+from ..models import EmbeddingModelInfo
+from .manifest import OnnxModel
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from .base import Progress
+    from ..progress import Progress
 
 BATCH_TOKENS = 2048  # fp32: padded tokens per run (8192 took 196 MB more, no faster)
 MAX_BATCH = 64

@@ -28,11 +28,11 @@ import warnings
 from pathlib import Path
 
 from ..errors import ModelError
-from ..models import (
+from ..models import EmbeddingModelInfo
+from ..models.digests import file_digest
+from .manifest import (
     ONNX_FILES,
-    EmbeddingModelInfo,
     OnnxModel,
-    _file_digest,
     onnx_dir,
     onnx_file_names,
     verified_onnx,
@@ -135,7 +135,7 @@ def export(info: EmbeddingModelInfo, cache_dir: Path) -> dict[str, OnnxModel]:
                 for name in (graph, data):
                     os.chmod(work / name, 0o644)
                     os.replace(work / name, folder / name)
-                    digests[name] = _file_digest(folder / name, folder)
+                    digests[name] = file_digest(folder / name, folder)
             write_onnx_manifest(folder, digests, {"source": str(info.path), **versions})
     except OSError as exc:
         raise ModelError(

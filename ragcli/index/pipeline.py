@@ -6,8 +6,8 @@ The run has three stages:
    modification time where the index can vouch for them, else by content hash.
    Files gone from the given folders are removed.
 2. *Prepare*: read, parse and chunk the new and changed files in worker
-   processes (:func:`prepare_file`); text files too large to hold in memory
-   are streamed block by block in this process instead.
+   processes (:func:`prepare_file`, run by :mod:`ragcli.index.pool`); text files
+   too large to hold in memory are streamed block by block in this process instead.
 3. *Embed and store*: embed passages in large batches (sorted by length, as
    ``SentenceTransformer.encode`` does) and add them to the store, which
    commits every ``commit_seconds``: a killed run keeps the files it finished.
@@ -21,8 +21,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -36,24 +35,18 @@ from ..records import Chunk
 from ..stores.base import TEXT_VERSION, IndexInfo
 from ..stores.url import open_store, store_writer
 from .chunking import TokenCounter, chunk_stream
+from .discover import discover
+from .document import STREAM_BYTES, stream_document, stream_source, streams
+from .formats import SUFFIXES
+from .pool import prepare_in_pool
 from .prepare import PreparedFile, prepare_file, token_counter
 from .ray_data import prepare_with_ray
-from .read import (
-    STREAM_BYTES,
-    SUFFIXES,
-    discover,
-    fingerprint,
-    read_error,
-    stream_document,
-    stream_source,
-    streams,
-)
+from .source import fingerprint, read_error
 
 if TYPE_CHECKING:
     import numpy as np
 
 POOL_MIN_FILES = 8  # fewer files than this are parsed in this process (a pool costs ~0.5 s)
-IN_FLIGHT_PER_WORKER = 8  # parsed files waiting for the embedder, per worker: bounds memory
 
 
 @dataclass
@@ -78,27 +71,6 @@ class IndexReport:
     files_per_s: float = 0.0  # new and changed files per second of the whole run
     skipped: list[dict[str, str]] = field(default_factory=list)
     warnings: list[dict[str, str]] = field(default_factory=list)
-
-
-def _worker_init(parent: int) -> None:
-    """Die with the indexing process: a `kill -9` of `rag index` must not leave
-    parsers running (they would also hold its stdout and stderr open)."""
-    import ctypes
-    import signal
-
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG (Linux)
-    except (OSError, AttributeError):
-        pass  # not Linux: workers end when they next find the pool gone
-    if os.getppid() != parent:
-        os._exit(1)  # the parent died before the line above
-
-
-def _prepare_in_worker(
-    path: Path, tokenizer_json: Path, chunk_tokens: int, chunk_overlap: int
-) -> PreparedFile:
-    return prepare_file(path, token_counter(tokenizer_json), chunk_tokens, chunk_overlap)
 
 
 def _under(path: str, roots: list[Path]) -> bool:
@@ -157,7 +129,7 @@ def build_index(
     """Index ``paths`` into the store the settings name; returns what changed.
 
     ``include`` / ``exclude`` are globs on paths relative to each folder given
-    (see :func:`ragcli.index.read.discover`). Files that cannot be read (vanished,
+    (see :func:`ragcli.index.discover.discover`). Files that cannot be read (vanished,
     unreadable, empty, encrypted, corrupt) are reported in ``skipped``; indexed
     files that are now excluded or unreadable are removed from the index.
     ``workers`` parsing processes (default: one less than the cores, at least 1);
@@ -447,29 +419,7 @@ def _prepared(
         for path in small:
             yield prepare_file(path, token_counter(tokenizer), *size)
         return
-    yield from _parallel(small, tokenizer, size, n_workers)
-
-
-def _parallel(
-    paths: list[Path], tokenizer: Path, size: tuple[int, int], n_workers: int
-) -> Iterator[PreparedFile]:
-    """Parse in worker processes, results in input order, few waiting at a time."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    # spawn, not fork: the parent may hold torch's threads by the time a pool starts.
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(
-        n_workers, mp_context=context, initializer=_worker_init, initargs=(os.getpid(),)
-    ) as pool:
-        pending: deque = deque()
-        queue: Iterable[Path] = iter(paths)
-        for path in queue:
-            pending.append(pool.submit(_prepare_in_worker, path, tokenizer, *size))
-            if len(pending) >= n_workers * IN_FLIGHT_PER_WORKER:
-                yield pending.popleft().result()
-        while pending:
-            yield pending.popleft().result()
+    yield from prepare_in_pool(small, tokenizer, size, n_workers)
 
 
 def _index_streamed(

@@ -12,7 +12,9 @@ from pathlib import Path
 
 from ..records import Chunk, SourceFile
 from .chunking import TokenCounter, chunk_document
-from .read import PDF_SUFFIXES, read_document, read_error, read_source
+from .document import read_document
+from .formats import PDF_SUFFIXES
+from .source import read_error, read_source
 
 
 @dataclass

@@ -20,6 +20,10 @@ point leaves rows that readers never see and the next writer deletes; a crash
 after it leaves superseded rows (a file's old chunks beside its new ones, for
 a moment) that the next writer deletes. A file is never listed with missing
 chunks.
+
+This module is long because it is the whole store on those two collections: the schema,
+the reader and the writer all follow the generation and lock rules above, and keeping
+them side by side keeps those rules in one place.
 """
 
 from __future__ import annotations

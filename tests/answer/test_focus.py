@@ -1,7 +1,7 @@
 """How passages are cut into the sentences the model reads."""
 
 from ragcli.answer.focus import focus, sentences
-from ragcli.index.read import html_text
+from ragcli.index.formats.html import html_text
 
 
 def test_latin_abbreviations_do_not_end_a_sentence():

@@ -15,16 +15,11 @@ import pytest
 
 from ragcli.config import DEFAULT_EMBED_BACKEND, load_settings
 from ragcli.embed.base import SentenceTransformerEmbedder, indexing_embedder, query_embedder
+from ragcli.embed.manifest import onnx_dir, onnx_file_names, verified_onnx
 from ragcli.embed.onnx import OnnxEmbedder
 from ragcli.embed.onnx_export import ExportUnsupported, ensure_onnx, pooling_mode
 from ragcli.errors import ModelError
-from ragcli.models import (
-    EmbeddingModelInfo,
-    embedding_model,
-    onnx_dir,
-    onnx_file_names,
-    verified_onnx,
-)
+from ragcli.models import EmbeddingModelInfo, embedding_model
 
 from ..conftest import rag
 

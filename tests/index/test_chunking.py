@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 
 from ragcli.index.chunking import TokenCounter, chunk_document
-from ragcli.index.read import read_document
+from ragcli.index.document import read_document
 from ragcli.models import embedding_model
 from ragcli.records import Document
 
@@ -148,7 +148,7 @@ def test_html_headings_and_passages_start_at_a_new_section(counter):
 
 def test_streamed_blocks_cover_the_file_and_carry_headings(counter, tmp_path):
     from ragcli.index.chunking import chunk_stream
-    from ragcli.index.read import stream_document, stream_source
+    from ragcli.index.document import stream_document, stream_source
 
     parts = []
     for i in range(40):

@@ -14,8 +14,9 @@ import pytest
 from ragcli.answer.retrieval import Retriever
 from ragcli.config import load_settings
 from ragcli.errors import IndexMismatchError
+from ragcli.index.discover import discover
+from ragcli.index.document import read_document
 from ragcli.index.pipeline import build_index
-from ragcli.index.read import discover, read_document
 from ragcli.stores.base import FORMAT_VERSION
 from ragcli.stores.folder import IndexStore
 

@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 
 from ragcli.errors import RagError
 from ragcli.index.chunking import HEADING_SEP, TokenCounter, chunk_document, chunk_stream
-from ragcli.index.read import read_document, stream_document, text_headings
+from ragcli.index.document import read_document, stream_document
+from ragcli.index.formats.text import text_headings
 from ragcli.models import embedding_model
 
 SUFFIXES = [".txt", ".md", ".markdown", ".rst", ".html", ".htm", ".pdf", ".docx"]

@@ -3,7 +3,9 @@ from pathlib import Path
 import pytest
 
 from ragcli.errors import UsageError
-from ragcli.index.read import decode, discover, read_document
+from ragcli.index.discover import discover
+from ragcli.index.document import read_document
+from ragcli.index.source import decode
 
 PAGE = """<!DOCTYPE html>
 <html><head><title>T</title><style>p { color: red }</style>

@@ -12,7 +12,8 @@ import pytest
 from ragcli.answer.prompt import chat_prompt, completion_prompt
 from ragcli.llm.kv_cache import PrefixCache, engine_fingerprint
 from ragcli.llm.llama import LlamaEngine
-from ragcli.models import generation_model, smollm2_gguf
+from ragcli.models import generation_model
+from ragcli.models.wheels import smollm2_gguf
 
 from ..conftest import CORPORA
 

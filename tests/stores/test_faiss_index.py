@@ -13,7 +13,7 @@ import faiss
 import numpy as np
 import pytest
 
-from ragcli.bench.workload import clustered_vectors
+from ragcli.bench.index_types import clustered_vectors
 from ragcli.errors import ConfigError
 from ragcli.records import Chunk, SourceFile
 from ragcli.stores.base import IndexInfo

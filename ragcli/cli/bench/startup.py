@@ -1,0 +1,38 @@
+"""`rag bench startup`: start-up time and memory of fresh `rag` processes."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from ..common import IndexOpt, JsonOpt, handle_errors, print_json, settings, stdout_console
+
+
+@handle_errors
+def startup_command(
+    question: Annotated[str, typer.Argument(help="Question to search and ask.")] = (
+        "Who won the 2023 Cricket World Cup?"
+    ),
+    index: IndexOpt = None,
+    runs: Annotated[int, typer.Option("--runs", min=1, help="Fresh processes per command.")] = 5,
+    json_out: JsonOpt = False,
+) -> None:
+    """Time `rag --help`, `rag search` and `rag ask` in fresh processes (medians)."""
+    from dataclasses import asdict
+
+    from ...bench.startup import startup_bench
+
+    rows = startup_bench(settings(index_dir=index).index_dir, question, runs)
+    if json_out:
+        print_json([asdict(r) for r in rows])
+        return
+    from rich.table import Table
+
+    table = Table("command", "runs", "wall ms", "peak RSS MB", "TTFT - prefill ms", "TTFT ms",
+                  "prefill ms", title="fresh processes, medians")  # fmt: skip
+    for r in rows:
+        cells = [r.ttft_outside_prefill_ms, r.process_ttft_ms, r.prefill_ms]
+        table.add_row(r.command, str(r.runs), f"{r.wall_ms:.0f}", f"{r.max_rss_mb:.0f}",
+                      *("-" if c is None else f"{c:.0f}" for c in cells))  # fmt: skip
+    stdout_console().print(table)
