@@ -75,8 +75,7 @@ class Hit:
     def citation(self) -> str:
         """The location and, when the document has headings, the section it is in."""
         c = self.chunk
-        where = location(c.path, c.start_line, c.end_line, c.page)
-        return f"{where} — {c.heading}" if c.heading else where
+        return _cite(location(c.path, c.start_line, c.end_line, c.page), c.heading)
 
     def as_dict(self) -> dict[str, str | int | float | None]:
         """One passage in every JSON the front ends write (CLI, HTTP, MCP)."""
@@ -107,4 +106,8 @@ def citation(source: dict) -> str:
     the command does in-process.
     """
     where = location(source["path"], source["start_line"], source["end_line"], source["page"])
-    return f"{where} — {source['heading']}" if source.get("heading") else where
+    return _cite(where, source.get("heading", ""))
+
+
+def _cite(where: str, heading: str) -> str:
+    return f"{where} — {heading}" if heading else where
