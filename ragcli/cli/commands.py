@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from typing import Annotated
 
@@ -40,7 +39,7 @@ def main_options(
     ] = False,
 ) -> None:
     """Exit codes: 0 answered, 1 not in the documents, 2 usage error, 3 index or model problem."""
-    show_notes(debug=debug or bool(os.environ.get("RAG_DEBUG")))
+    show_notes(debug=debug)  # the debug setting (RAG_DEBUG) turns it on when settings load
 
 
 app.command("index")(index.index_command)

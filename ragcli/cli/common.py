@@ -122,8 +122,12 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def settings(**flags: Any) -> Settings:
-    """Settings from file and environment, with the flags the user gave on top."""
-    return load_settings({k: v for k, v in flags.items() if v is not None})
+    """Settings from file and environment, with the flags the user gave on top; the
+    ``debug`` setting (``RAG_DEBUG``) does what ``rag --debug`` does."""
+    s = load_settings({k: v for k, v in flags.items() if v is not None})
+    if s.debug:
+        show_notes(debug=True)
+    return s
 
 
 def answer_settings(
