@@ -46,7 +46,8 @@ def doc(text: str, env: str = "", shown: str = "") -> dict[str, str]:
 
 @dataclass(frozen=True)
 class Settings:
-    """Everything a run can be configured with; see README "Settings"."""
+    """Everything a run can be configured with; README "Settings" is generated from the
+    ``doc`` metadata here (``python -m ragcli.config --markdown``)."""
 
     index_dir: Path = field(
         default=Path(".rag"),
@@ -478,3 +479,42 @@ def parse_server(value: str) -> ServerURL:
             )
         return ServerURL(host=parts.hostname, port=port)
     return ServerURL(unix=Path(os.path.expanduser(value)))
+
+
+# -- README "Settings": the table is generated from the fields above -------------------
+
+
+def _shown(f: dataclasses.Field) -> str:
+    """A default as a settings file would write it; "unset" for None."""
+    if f.metadata.get("shown"):
+        return f"`{f.metadata['shown']}`"
+    value = default(f.name)
+    if value is None:
+        return "unset"
+    if isinstance(value, bool):
+        return f"`{str(value).lower()}`"
+    if isinstance(value, str | Path):
+        return f'`"{value}"`'
+    return f"`{value}`"
+
+
+def markdown_table() -> str:
+    """README "Settings": one row per setting, then the variables that are not settings."""
+    rows = [
+        "| setting | default | environment | what it does |",
+        "|---|---|---|---|",
+    ]
+    for f in dataclasses.fields(Settings):
+        env = f"`{f.metadata['env']}`" if f.metadata.get("env") else ""
+        rows.append(f"| `{f.name}` | {_shown(f)} | {env} | {f.metadata['doc']} |")
+    rows += ["", "| environment | what it does |", "|---|---|"]
+    rows += [f"| `{name}` | {text} |" for name, text in OTHER_ENV.items()]
+    return "\n".join(rows) + "\n"
+
+
+if __name__ == "__main__":
+    import sys
+
+    if sys.argv[1:] != ["--markdown"]:
+        sys.exit("usage: python -m ragcli.config --markdown")
+    sys.stdout.write(markdown_table())
