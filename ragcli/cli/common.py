@@ -288,9 +288,17 @@ def stderr_console():
 
 
 def stdout_console():
+    """Rich output on stdout. Piped or redirected it is as wide as its longest line: rich
+    would otherwise fold tables to 80 columns and cut values short with "…"."""
     from rich.console import Console
 
-    return Console(highlight=False)
+    console = Console(highlight=False)
+    if not console.is_terminal:
+        console = Console(highlight=False, width=UNLIMITED_WIDTH)
+    return console
+
+
+UNLIMITED_WIDTH = 1 << 16  # columns: wider than any line a command prints
 
 
 def process_age_ms() -> float | None:
