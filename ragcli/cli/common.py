@@ -23,6 +23,8 @@ from ..log import LOGGER, debugging
 from ..models import DEFAULT_MODEL
 from .render import display_path as display_path  # re-exported for the commands
 
+# Help texts are rich markup (typer's default): a "[" before a letter, as in ragcli[milvus],
+# is written "\\[" here, or rich reads a style tag and drops it from the help.
 IndexOpt = Annotated[
     Path | None,
     typer.Option(
@@ -37,7 +39,7 @@ StoreOpt = Annotated[
         "--store",
         metavar="URL",
         help="Keep the index in Milvus instead of the --index folder: milvus-lite://PATH.db or "
-        "milvus://HOST:PORT/COLLECTION (needs ragcli[milvus]; env RAG_STORE).",
+        "milvus://HOST:PORT/COLLECTION (needs ragcli\\[milvus]; env RAG_STORE).",
         show_default=False,
     ),
 ]
