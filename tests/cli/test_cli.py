@@ -9,6 +9,7 @@ import typer
 from rich.text import Text
 from typer._click import core as click
 
+from ragcli import __version__
 from ragcli.cli import app
 
 from ..conftest import CORPORA, rag
@@ -103,9 +104,15 @@ def test_bad_config_is_exit_2(tmp_path):
 
 
 def test_help_and_version():
-    assert rag("--help").returncode == 0
+    result = rag("--help", env={"COLUMNS": "200"})
+    assert result.returncode == 0, result.stderr
+    assert "Ask questions about your documents, answered by a local model" in result.stdout
+    listed = re.findall(r"^│ (\w+) ", result.stdout, re.MULTILINE)
+    assert listed == [
+        "index", "search", "ask", "eval", "chat", "serve", "mcp", "cache", "models", "bench"
+    ]  # fmt: skip
     version = rag("--version")
-    assert version.returncode == 0 and version.stdout.startswith("rag ")
+    assert version.returncode == 0 and version.stdout == f"rag {__version__}\n"
 
 
 @pytest.mark.parametrize(
