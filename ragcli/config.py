@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
+from .addresses import check_llm_url, parse_server, parse_store
 from .errors import ConfigError
 
 DEFAULT_EMBED_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
@@ -47,51 +46,206 @@ def _default_cache_dir() -> Path:
     return Path(base) / "ragcli"
 
 
+def one_of(names: tuple[str, ...]) -> str:
+    """'a, b or c'."""
+    return ", ".join(names[:-1]) + " or " + names[-1]
+
+
+def doc(text: str, env: str = "", shown: str = "") -> dict[str, str]:
+    """A setting's row in README "Settings": what it does, its environment variable, and
+    its default as written there when the true one depends on the machine."""
+    return {"doc": text, "env": env, "shown": shown}
+
+
 @dataclass(frozen=True)
 class Settings:
-    """Everything a run can be configured with; see README "Settings"."""
+    """Everything a run can be configured with; README "Settings" is generated from the
+    ``doc`` metadata here (``python -m ragcli.config --markdown``)."""
 
-    index_dir: Path = Path(".rag")
-    model: str | None = None  # a catalogue name or a GGUF path; None: models.DEFAULT_MODEL
-    embed_model: str | None = (
-        None  # None: the index's own model (DEFAULT_EMBED_MODEL for a new one)
+    index_dir: Path = field(
+        default=Path(".rag"),
+        metadata=doc(
+            "The FAISS index folder: `rag index` writes it, the other commands read it "
+            "(`--index`).",
+            env="RAG_INDEX",
+        ),
     )
-    # None: the index's own for queries, DEFAULT_EMBED_BACKEND for `rag index`
-    embed_backend: str | None = None
-    top_k: int = 4
-    retriever: str = "hybrid"  # dense | bm25 | hybrid (see docs/BENCHMARKS.md)
-    chunk_tokens: int = 200
-    chunk_overlap: int = 40
-    n_ctx: int = 4096
-    n_batch: int = 512
-    n_threads: int = 0  # 0: one per core
-    # llama.cpp's load-time copy of the weights into its interleaved CPU layout. Off: on this
-    # project's 2-core AVX2 machine it cost 1 s of load and 600 MB of memory for no faster
-    # prefill (docs/BENCHMARKS.md, "Loading the model").
-    repack_weights: bool = False
-    max_tokens: int = 24
-    # The answer is copied from the sentences shown, token by token (answer/copying.py);
-    # off: the model writes freely and the support rule judges it afterwards.
-    copy_answers: bool = True
-    context_passages: int = 4  # the model reads sentences of this many best passages ...
-    context_sentences: int = 8  # ... the ones closest to the question, with their neighbours
-    min_score: float = 0.42  # best sentence similarity below this: "I don't know", no model
-    min_support: float = 0.5  # share of answer words that must occur in the passages
-    # A copied answer whose answerability (answer/answerable.py) is below this is withheld;
-    # the cut `python -m ragcli.bench.answerability` chose (docs/BENCHMARKS.md)
-    min_answerable: float = 0.27
-    cache_dir: Path = field(default_factory=_default_cache_dir)
-    cache_max_bytes: int = 1 << 30
-    use_cache: bool = True  # the prompt (KV) cache; `--no-cache` turns off this and the next
-    answer_cache: bool = True  # the semantic answer cache (answer/semcache.py)
-    answer_cache_threshold: float = 0.90  # cosine of question vectors; `rag bench semcache`
-    answer_cache_max_bytes: int = 64 << 20
-    commit_seconds: float = 30.0  # `rag index` commits this often: a killed run keeps its work
-    embed_batch: int = 1024  # passages per embedding call while indexing
-    llm_url: str | None = None  # an OpenAI-compatible server's base URL (".../v1"); None: local
-    store: str = ""  # "": FAISS in index_dir; milvus-lite://PATH.db; milvus://HOST:PORT/NAME
-    # FAISS factory string, or "auto": by size (docs/BENCHMARKS.md); None: the index's own
-    index_type: str | None = None
+    model: str | None = field(
+        default=None,
+        metadata=doc(
+            "A name from `rag models` or a GGUF file; unset: qwen2.5-coder-1.5b (`--model`).",
+            env="RAG_MODEL",
+        ),
+    )
+    embed_model: str | None = field(
+        default=None,
+        metadata=doc(
+            "A sentence-transformers model folder; unset: the index's own, "
+            f"{DEFAULT_EMBED_MODEL.split('/')[-1]} for a new index (`--embed-model`).",
+            env="RAG_EMBED_MODEL",
+        ),
+    )
+    embed_backend: str | None = field(
+        default=None,
+        metadata=doc(
+            f"{one_of(tuple(f'`{b}`' for b in EMBED_BACKENDS))}; unset: the index's own for "
+            f"questions, `{DEFAULT_EMBED_BACKEND}` for `rag index` (`--embed-backend`)."
+        ),
+    )
+    top_k: int = field(default=4, metadata=doc("Passages retrieved per question (`-k`)."))
+    retriever: str = field(
+        default="hybrid",
+        metadata=doc(f"{one_of(tuple(f'`{r}`' for r in RETRIEVERS))} (`--retriever`)."),
+    )
+    chunk_tokens: int = field(
+        default=200,
+        metadata=doc("Passage size in embedding-model tokens (the model truncates at 256)."),
+    )
+    chunk_overlap: int = field(
+        default=40, metadata=doc("Tokens a passage repeats from the one before it.")
+    )
+    n_ctx: int = field(default=4096, metadata=doc("The model's context window, in tokens."))
+    n_batch: int = field(default=512, metadata=doc("Prompt tokens llama.cpp reads per step."))
+    n_threads: int = field(
+        default=0, metadata=doc("CPU threads of llama.cpp and ONNX Runtime; 0: one per core.")
+    )
+    # Off: on this project's 2-core AVX2 machine the repack cost 1 s of load and 600 MB of
+    # memory for no faster prefill (docs/BENCHMARKS.md, "Loading the model").
+    repack_weights: bool = field(
+        default=False,
+        metadata=doc(
+            "`true`: llama.cpp copies the weights into its interleaved CPU layout at load "
+            "(slower load, more memory)."
+        ),
+    )
+    max_tokens: int = field(
+        default=24,
+        metadata=doc("Answer length limit in tokens; a counted list may take 64 (`--max-tokens`)."),
+    )
+    copy_answers: bool = field(
+        default=True,
+        metadata=doc(
+            "The answer is copied token by token from the sentences shown; `false`: the "
+            "model writes freely and `min_support` judges it afterwards."
+        ),
+    )
+    context_passages: int = field(
+        default=4, metadata=doc("The model reads sentences of this many best passages ...")
+    )
+    context_sentences: int = field(
+        default=8,
+        metadata=doc("... the ones closest to the question, each with its neighbours."),
+    )
+    min_score: float = field(
+        default=0.42,
+        metadata=doc(
+            'Best-sentence similarity needed to run the model; below it: "I don\'t know".'
+        ),
+    )
+    min_support: float = field(
+        default=0.5,
+        metadata=doc("Share of a freely written answer's words that must occur in the passages."),
+    )
+    # The cut `python -m ragcli.bench.answerability` chose (docs/BENCHMARKS.md)
+    min_answerable: float = field(
+        default=0.27,
+        metadata=doc("Answerability below this withholds a copied answer; 0: never."),
+    )
+    cache_dir: Path = field(
+        default_factory=_default_cache_dir,
+        metadata=doc(
+            "Models, prompt states and answers; `$XDG_CACHE_HOME/ragcli` when "
+            "`XDG_CACHE_HOME` is set.",
+            env="RAG_CACHE_DIR",
+            shown='"~/.cache/ragcli"',
+        ),
+    )
+    cache_max_bytes: int = field(
+        default=1 << 30,
+        metadata=doc("Bound of the prompt (KV) cache, 1 GiB; least recently used out first."),
+    )
+    use_cache: bool = field(
+        default=True,
+        metadata=doc("The prompt (KV) cache; `--no-cache` turns off it and the answer cache."),
+    )
+    answer_cache: bool = field(
+        default=True,
+        metadata=doc(
+            "The answer cache; `false` (or `--no-answer-cache`): the model runs for every question."
+        ),
+    )
+    answer_cache_threshold: float = field(
+        default=0.90,
+        metadata=doc(
+            "Question cosine needed to reuse an answer (calibrated by `rag bench semcache`)."
+        ),
+    )
+    answer_cache_max_bytes: int = field(
+        default=64 << 20, metadata=doc("Bound of the answer cache, 64 MiB.")
+    )
+    commit_seconds: float = field(
+        default=30.0,
+        metadata=doc("`rag index` commits this often; a killed run keeps what it committed."),
+    )
+    embed_batch: int = field(
+        default=1024, metadata=doc("Passages per embedding call while indexing.")
+    )
+    llm_url: str | None = field(
+        default=None,
+        metadata=doc(
+            "Generate on this OpenAI-compatible server (`http://HOST:PORT/v1`); unset: "
+            "here (`--llm-url`).",
+            env="RAG_LLM_URL",
+        ),
+    )
+    store: str = field(
+        default="",
+        metadata=doc(
+            "`milvus-lite://PATH.db` or `milvus://HOST:PORT/COLLECTION`: the index in "
+            "Milvus; empty: FAISS in `index_dir` (`--store`).",
+            env="RAG_STORE",
+        ),
+    )
+    index_type: str | None = field(
+        default=None,
+        metadata=doc(
+            "`auto` (by size) or a FAISS factory string such as `HNSW32`; unset: the "
+            "index's own, `auto` for a new one (`--index-type`)."
+        ),
+    )
+    server: str = field(
+        default="",
+        metadata=doc(
+            "The `rag serve` clients use: a socket path or `http://HOST:PORT`; empty: the "
+            "socket of the index, if one listens.",
+            env="RAG_SERVER",
+        ),
+    )
+    server_token: str = field(
+        default="",
+        repr=False,
+        metadata=doc(
+            "Bearer token of `rag serve` on TCP: clients send it, the server demands it "
+            "(`rag serve --token`).",
+            env="RAG_SERVER_TOKEN",
+        ),
+    )
+    milvus_token: str = field(
+        default="",
+        repr=False,
+        metadata=doc(
+            "Token of a Milvus server that needs one (`user:password` or an API key).",
+            env="RAG_MILVUS_TOKEN",
+        ),
+    )
+    debug: bool = field(
+        default=False,
+        metadata=doc(
+            "Tracebacks, and the logs of llama.cpp and Ray that are silenced otherwise "
+            "(`rag --debug`).",
+            env="RAG_DEBUG",
+        ),
+    )
 
     def __post_init__(self) -> None:
         positive = (
@@ -138,9 +292,11 @@ class Settings:
         if not 0.0 <= self.min_support <= 1.0:
             raise ConfigError("setting min_support must lie between 0 and 1")
         if self.llm_url is not None:
-            _check_url(self.llm_url)
+            check_llm_url(self.llm_url)
         if self.store:
             parse_store(self.store)
+        if self.server:
+            parse_server(self.server)
 
     @property
     def index_name(self) -> str:
@@ -162,42 +318,24 @@ class Settings:
 
 
 _FIELDS = {f.name: f for f in dataclasses.fields(Settings)}
-_ENV = {
-    "RAG_INDEX": "index_dir",
-    "RAG_MODEL": "model",
-    "RAG_EMBED_MODEL": "embed_model",
-    "RAG_CACHE_DIR": "cache_dir",
-    "RAG_LLM_URL": "llm_url",
-    "RAG_STORE": "store",
+# RAG_* variable -> setting
+ENV = {f.metadata["env"]: f.name for f in dataclasses.fields(Settings) if f.metadata.get("env")}
+# Variables that are not settings: where the settings file is, and the platform's folders.
+OTHER_ENV = {
+    "RAG_CONFIG": "The settings file (a name that is not a file is an error); unset: "
+    "`$XDG_CONFIG_HOME/ragcli/config.toml`.",
+    "XDG_CONFIG_HOME": "Where the settings file is looked for; unset: `~/.config`.",
+    "XDG_CACHE_HOME": "Where `cache_dir` is by default; unset: `~/.cache`.",
+    "XDG_RUNTIME_DIR": "Where `rag serve` puts its socket (under `ragcli/`) when the index "
+    "folder's path is too long for one or the index is in Milvus; unset: `ragcli-UID` in the "
+    "temporary folder.",
 }
-
-
-def one_of(names: tuple[str, ...]) -> str:
-    """'a, b or c'."""
-    return ", ".join(names[:-1]) + " or " + names[-1]
 
 
 def default(name: str) -> Any:
     """The default of one setting (help texts show it from here)."""
     f = _FIELDS[name]
     return f.default if f.default is not dataclasses.MISSING else f.default_factory()
-
-
-def _check_url(url: str) -> None:
-    """An LLM server URL must be http(s)://host[:port][/path], checked at load, not at first use."""
-    from urllib.parse import urlsplit
-
-    try:
-        parts = urlsplit(url)
-        parts.port  # noqa: B018 (raises ValueError for a bad port)
-    except ValueError:
-        parts = None
-    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigError(
-            f"setting llm_url must be an http(s) URL such as http://HOST:PORT/v1, not {url!r}"
-        )
-    if parts.query or parts.fragment:
-        raise ConfigError(f"setting llm_url must not have a query or fragment: {url!r}")
 
 
 def _coerce(name: str, value: Any, source: str) -> Any:
@@ -253,7 +391,7 @@ def load_settings(overrides: dict[str, Any] | None = None, path: Path | None = N
             values[key] = _coerce(key, raw, str(path))
     elif "RAG_CONFIG" in os.environ:
         raise ConfigError(f"RAG_CONFIG names {path}, which is not a file")
-    for var, key in _ENV.items():
+    for var, key in ENV.items():
         if os.environ.get(var):
             values[key] = _coerce(key, os.environ[var], var)
     for key, raw in (overrides or {}).items():
@@ -265,56 +403,40 @@ def load_settings(overrides: dict[str, Any] | None = None, path: Path | None = N
     return Settings(**values)
 
 
-# -- the store setting: its grammar is checked at load, before any work ----------
-
-LITE_SCHEME = "milvus-lite://"
-SERVER_SCHEME = "milvus://"
-DEFAULT_COLLECTION = "ragcli"
-DEFAULT_PORT = 19530
-_COLLECTION_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,200}")
+# -- README "Settings": the table is generated from the fields above -------------------
 
 
-@dataclass(frozen=True)
-class StoreURL:
-    """A parsed ``--store`` value."""
+def _shown(f: dataclasses.Field) -> str:
+    """A default as a settings file would write it; "unset" for None."""
+    if f.metadata.get("shown"):
+        return f"`{f.metadata['shown']}`"
+    value = default(f.name)
+    if value is None:
+        return "unset"
+    if isinstance(value, bool):
+        return f"`{str(value).lower()}`"
+    if isinstance(value, str | Path):
+        return f'`"{value}"`'
+    return f"`{value}`"
 
-    url: str
-    collection: str
-    lite_path: Path | None = None  # Milvus Lite: the .db path (a folder it creates)
-    host: str = ""
-    port: int = DEFAULT_PORT
 
-    @property
-    def meta(self) -> str:
-        return f"{self.collection}_meta"
+def markdown_table() -> str:
+    """README "Settings": one row per setting, then the variables that are not settings."""
+    rows = [
+        "| setting | default | environment | what it does |",
+        "|---|---|---|---|",
+    ]
+    for f in dataclasses.fields(Settings):
+        env = f"`{f.metadata['env']}`" if f.metadata.get("env") else ""
+        rows.append(f"| `{f.name}` | {_shown(f)} | {env} | {f.metadata['doc']} |")
+    rows += ["", "| environment | what it does |", "|---|---|"]
+    rows += [f"| `{name}` | {text} |" for name, text in OTHER_ENV.items()]
+    return "\n".join(rows) + "\n"
 
 
-def parse_store(url: str) -> StoreURL:
-    """Check a ``--store`` value at settings load, so a typo fails before any work."""
-    if url.startswith(LITE_SCHEME):
-        raw = url[len(LITE_SCHEME) :]
-        if not raw.endswith(".db") or raw in (".db", "/.db"):
-            raise ConfigError(
-                f"store {url!r}: Milvus Lite needs a path ending in .db, "
-                "e.g. milvus-lite://.rag-milvus.db"
-            )
-        return StoreURL(url, DEFAULT_COLLECTION, lite_path=Path(os.path.expanduser(raw)))
-    if url.startswith(SERVER_SCHEME):
-        try:
-            parts = urlsplit("http://" + url[len(SERVER_SCHEME) :])
-            port = parts.port or DEFAULT_PORT
-        except ValueError:
-            parts, port = None, 0
-        name = parts.path.strip("/") if parts else ""
-        if parts is None or not parts.hostname or parts.query or parts.fragment:
-            raise ConfigError(f"store {url!r} must look like milvus://HOST:PORT/COLLECTION")
-        if name and not _COLLECTION_NAME.fullmatch(name):
-            raise ConfigError(
-                f"store {url!r}: a Milvus collection name is letters, digits and _, "
-                "not starting with a digit"
-            )
-        return StoreURL(url, name or DEFAULT_COLLECTION, host=parts.hostname, port=port)
-    raise ConfigError(
-        f"setting store must be empty (the FAISS index folder), milvus-lite://PATH.db or "
-        f"milvus://HOST:PORT/COLLECTION, not {url!r}"
-    )
+if __name__ == "__main__":
+    import sys
+
+    if sys.argv[1:] != ["--markdown"]:
+        sys.exit("usage: python -m ragcli.config --markdown")
+    sys.stdout.write(markdown_table())

@@ -26,7 +26,7 @@ SMALL_MODEL = "gemma-3-270m"
 @pytest.fixture(scope="session", autouse=True)
 def isolated_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Keep the user's config and cache out of the tests (and the tests out of them)."""
-    from ragcli.config import Settings
+    from ragcli.config import ENV, Settings
 
     models = Path(os.environ.get("RAG_CACHE_DIR") or Settings().cache_dir) / "models"
     home = tmp_path_factory.mktemp("home")
@@ -36,17 +36,7 @@ def isolated_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (home / "cache" / "ragcli").mkdir(parents=True)
     if models.is_dir():
         (home / "cache" / "ragcli" / "models").symlink_to(models)
-    for var in (
-        "RAG_CONFIG",
-        "RAG_INDEX",
-        "RAG_MODEL",
-        "RAG_EMBED_MODEL",
-        "RAG_CACHE_DIR",
-        "RAG_DEBUG",
-        "RAG_LLM_URL",
-        "RAG_STORE",
-        "RAG_MILVUS_TOKEN",
-    ):
+    for var in ("RAG_CONFIG", *ENV):
         os.environ.pop(var, None)
     # Most tests run the small model; tests of the default model unset this.
     os.environ["RAG_MODEL"] = SMALL_MODEL

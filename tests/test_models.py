@@ -24,6 +24,17 @@ def test_models_lists_the_catalogue_with_the_default_first():
     assert rows[0]["sha256"] == CATALOG[DEFAULT_MODEL].sha256
 
 
+def test_piped_models_list_prints_whole_values():
+    """Piped, rich would fold the table to 80 columns (or COLUMNS) and cut names with "…"."""
+    result = rag("models", env={"COLUMNS": "80"})
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert "…" not in result.stdout and len(lines) == 1 + len(CATALOG)
+    for line, model in zip(lines[1:], CATALOG.values(), strict=True):
+        name = model.name + (" (default)" if model.name == DEFAULT_MODEL else "")
+        assert line.startswith(name + " ") and model.licence in line and model.about in line
+
+
 def test_a_file_that_does_not_check_out_is_removed_not_used(tmp_path):
     entry = CATALOG[DEFAULT_MODEL]
     target = tmp_path / "models" / entry.file

@@ -12,19 +12,15 @@ import typer
 from ..errors import ExitCode
 from ..progress import Step
 from . import flags
-from .common import (
-    debug_enabled,
-    handle_errors,
-    on_sigterm,
-    print_json,
-    print_profile,
-    process_age_ms,
-    served,
-    stdin_lines,
-)
+from .errors import handle_errors, on_sigterm
+from .notes import debug_enabled
 from .options import takes
+from .output import print_json
+from .profile import print_profile, process_age_ms
 from .progress import progress_line, showing
 from .render import answer_text, evidence_lines, marks, source_lines, timing_line
+from .server import served
+from .stdin import stdin_lines
 
 if TYPE_CHECKING:
     from ..answer.asker import AnswerTimings

@@ -6,7 +6,9 @@ from dataclasses import asdict
 
 import typer
 
-from .common import JsonOpt, handle_errors, print_json, settings
+from .errors import handle_errors
+from .options import JsonOpt, settings
+from .output import print_json
 
 app = typer.Typer(
     help="Inspect or clear the prompt (KV) cache and the answer cache.", no_args_is_help=True

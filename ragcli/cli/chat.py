@@ -10,8 +10,9 @@ import typer
 
 from . import flags
 from .ask import print_answer, show_answer
-from .common import handle_errors, served
+from .errors import handle_errors
 from .options import takes
+from .server import served
 
 if TYPE_CHECKING:
     from ..config import Settings

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from typing import Annotated
 
@@ -12,7 +11,8 @@ from typer._click import exceptions as click  # the click typer runs on (vendore
 from .. import __version__
 from ..errors import ExitCode
 from . import ask, bench, cache, chat, evaluate, index, mcp, models, search, serve
-from .common import fail, show_notes
+from .errors import fail
+from .notes import show_notes
 
 app = typer.Typer(
     name="rag",
@@ -40,7 +40,7 @@ def main_options(
     ] = False,
 ) -> None:
     """Exit codes: 0 answered, 1 not in the documents, 2 usage error, 3 index or model problem."""
-    show_notes(debug=debug or bool(os.environ.get("RAG_DEBUG")))
+    show_notes(debug=debug)  # the debug setting (RAG_DEBUG) turns it on when settings load
 
 
 app.command("index")(index.index_command)

@@ -9,8 +9,9 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from . import flags
-from .common import handle_errors, print_json, stdout_console
+from .errors import handle_errors
 from .options import takes
+from .output import print_json, stdout_console
 from .progress import progress_line, showing
 
 if TYPE_CHECKING:

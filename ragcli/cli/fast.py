@@ -73,8 +73,6 @@ def parse(argv: list[str]) -> tuple[str, str, bool, dict[str, Any]] | None:
 
 def through_server(argv: list[str]) -> int | None:
     """The exit code after a server did the work, or None to run the full command."""
-    if os.environ.get("RAG_DEBUG"):
-        return None
     parsed = parse(argv)
     if parsed is None:
         return None
@@ -84,6 +82,8 @@ def through_server(argv: list[str]) -> int | None:
 
     try:
         settings = load_settings(overrides)
+        if settings.debug:
+            return None  # tracebacks and native logs need the full command
         client = connect(settings, purpose=command)
     except NoServer:
         return None  # the full command says why, when there is something to say

@@ -20,7 +20,9 @@ class Flag:
 
     param: str
     names: tuple[str, ...]
-    help: str  # "{default}" is replaced by the setting's default, "{choices}" by its choices
+    # "{default}" is replaced by the setting's default, "{choices}" by its choices. Help texts
+    # are rich markup: a "[" before a letter, as in ragcli[milvus], is written "\\[".
+    help: str
     kind: str = "str"  # str | int | path | switch
     setting: str = ""  # the Settings field a value sets; "": the command's own option
     sets: tuple[tuple[str, Any], ...] = ()  # a switch's settings
@@ -39,7 +41,7 @@ STORE = Flag(
     "store",
     ("--store",),
     "Keep the index in Milvus instead of the --index folder: milvus-lite://PATH.db or "
-    "milvus://HOST:PORT/COLLECTION (needs ragcli[milvus]; env RAG_STORE).",
+    "milvus://HOST:PORT/COLLECTION (needs ragcli\\[milvus]; env RAG_STORE).",
     setting="store",
     metavar="URL",
 )

@@ -10,18 +10,9 @@ from typing import Annotated
 import typer
 
 from ..config import DEFAULT_EMBED_BACKEND, EMBED_BACKENDS, one_of
-from .common import (
-    EmbedModelOpt,
-    IndexOpt,
-    JsonOpt,
-    QuietOpt,
-    StoreOpt,
-    display_path,
-    handle_errors,
-    print_json,
-    settings,
-    warn,
-)
+from .errors import handle_errors, warn
+from .options import EmbedModelOpt, IndexOpt, JsonOpt, QuietOpt, StoreOpt, settings
+from .output import display_path, print_json
 from .progress import progress_line, showing
 
 

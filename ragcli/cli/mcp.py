@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import UsageError
 from . import flags
-from .common import handle_errors
+from .errors import handle_errors
 from .options import takes
 
 if TYPE_CHECKING:

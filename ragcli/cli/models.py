@@ -9,7 +9,9 @@ import typer
 from ..config import DEFAULT_EMBED_MODEL
 from ..models import CATALOG, DEFAULT_MODEL, model_installed, pull_model
 from ..progress import Step
-from .common import JsonOpt, QuietOpt, handle_errors, print_json, settings
+from .errors import handle_errors
+from .options import JsonOpt, QuietOpt, settings
+from .output import print_json, stdout_console
 from .progress import progress_line, showing
 
 app = typer.Typer(
@@ -44,7 +46,6 @@ def list_command(ctx: typer.Context, json_out: JsonOpt = False) -> None:
         for row in rows:
             print_json(row)
         return
-    from rich.console import Console
     from rich.table import Table
 
     table = Table(box=None, pad_edge=False, highlight=False)
@@ -56,7 +57,7 @@ def list_command(ctx: typer.Context, json_out: JsonOpt = False) -> None:
         table.add_row(
             name, size, r["licence"], r["prompt"], "yes" if r["installed"] else "no", r["about"]
         )
-    Console(highlight=False).print(table)
+    stdout_console().print(table)
 
 
 @app.command("pull")

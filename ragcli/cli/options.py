@@ -18,7 +18,9 @@ import typer
 
 from ..config import RETRIEVERS, Settings, default, load_settings, one_of
 from ..models import DEFAULT_MODEL
+from . import flags as table
 from .flags import Flag, overrides
+from .notes import show_notes
 
 F = TypeVar("F", bound=Callable[..., Any])
 _TYPES = {"str": str, "int": int, "path": Path}
@@ -58,8 +60,33 @@ def annotated(flag: Flag) -> Any:
 
 
 def settings(**values: Any) -> Settings:
-    """Settings from file and environment, with the given (non-None) values on top."""
-    return load_settings({k: v for k, v in values.items() if v is not None})
+    """Settings from file and environment, with the given (non-None) values on top; the
+    ``debug`` setting (``RAG_DEBUG``) does what ``rag --debug`` does."""
+    s = load_settings({k: v for k, v in values.items() if v is not None})
+    if s.debug:
+        show_notes(debug=True)
+    return s
+
+
+# Other commands (index, bench) take single options of the one table by these names.
+IndexOpt = annotated(table.INDEX)
+StoreOpt = annotated(table.STORE)
+ModelOpt = annotated(table.MODEL)
+TopKOpt = annotated(table.TOP_K)
+RetrieverOpt = annotated(table.RETRIEVER)
+JsonOpt = annotated(table.JSON)
+QuietOpt = annotated(table.QUIET)
+MaxTokensOpt = annotated(table.MAX_TOKENS)
+NoCacheOpt = annotated(table.NO_CACHE)
+ProfileOpt = annotated(table.PROFILE)
+EmbedModelOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--embed-model",
+        help="sentence-transformers model folder (default: the index's).",
+        show_default=False,
+    ),
+]
 
 
 def takes(*flags: Flag) -> Callable[[F], F]:
@@ -78,7 +105,7 @@ def takes(*flags: Flag) -> Callable[[F], F]:
             values = {f.param: kwargs.pop(f.param, None) for f in flags}
             call = {**kwargs, **{name: values[name] for name in passed}}
             if wants_settings:
-                call["settings"] = load_settings(overrides(flags, values))
+                call["settings"] = settings(**overrides(flags, values))
             return fn(**call)
 
         # Arguments first, then the table's options, then the command's own.

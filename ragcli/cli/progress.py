@@ -37,7 +37,7 @@ def progress_line(enabled: bool) -> Iterator[OnStep | None]:
         return
     from rich.live import Live
 
-    from .common import stderr_console
+    from .output import stderr_console
 
     line = _Line()
     # Output to stdout while the line is up goes above it when stdout is this

@@ -10,9 +10,12 @@ import typer
 
 from ..errors import ExitCode
 from . import flags
-from .common import handle_errors, print_json, print_profile, process_age_ms, served
+from .errors import handle_errors
 from .options import takes
+from .output import print_json
+from .profile import print_profile, process_age_ms
 from .render import search_text
+from .server import served
 
 if TYPE_CHECKING:
     from ..config import Settings

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -10,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from . import flags
-from .common import handle_errors
+from .errors import handle_errors
 from .options import takes
 
 if TYPE_CHECKING:
@@ -65,7 +64,6 @@ def serve_command(
     --json`), GET /health, GET /stats. OpenAI-compatible: GET /v1/models, POST
     /v1/chat/completions. SIGTERM or Ctrl-C: stop listening, answer what was accepted, exit 0.
     """
-    from ..serve.locate import TOKEN_ENV
     from ..serve.locate import socket_path as default_socket
     from ..serve.run import ServeOptions, serve
 
@@ -76,7 +74,7 @@ def serve_command(
         socket=(socket_path or default_socket(s)).absolute(),
         host=host,
         port=8731 if port is None else port,
-        token=token or os.environ.get(TOKEN_ENV) or None,
+        token=token or s.server_token or None,
         queue_size=queue,
         max_body=max_body,
     )

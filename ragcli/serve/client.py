@@ -191,13 +191,8 @@ def connect(settings: Settings, endpoint: Endpoint | None = None, purpose: str =
     Raises :class:`NoServer` when none does: nothing listens (silently: the usual case),
     or the server's index or settings differ (with a note naming them).
     """
-    explicit = endpoint is not None
+    explicit = endpoint is not None or bool(settings.server)
     if endpoint is None:
-        import os
-
-        from .locate import SERVER_ENV
-
-        explicit = bool(os.environ.get(SERVER_ENV))
         endpoint = client_endpoint(settings)
     if endpoint.unix is not None and not explicit and not endpoint.unix.exists():
         raise NoServer()

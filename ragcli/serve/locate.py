@@ -8,18 +8,15 @@ from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlsplit
 
+from ..addresses import parse_server
 from ..config import ANSWER_SETTINGS, Settings
-from ..errors import ConfigError
 
 SOCKET_NAME = "serve.sock"
 # A Unix socket path must fit sun_path (108 bytes on Linux, 104 on macOS).
 MAX_SOCKET_PATH = 100
-SERVER_ENV = "RAG_SERVER"  # a socket path, or http://HOST:PORT
-TOKEN_ENV = "RAG_SERVER_TOKEN"
 
 # What must match for a client to use a server: the index, the model and how it runs,
 # and every setting that shapes an answer.
@@ -71,32 +68,17 @@ class Endpoint:
     unix: Path | None = None
     host: str = ""
     port: int = 0
-    token: str | None = None
+    token: str | None = field(default=None, repr=False)
 
     def __str__(self) -> str:
         return f"unix:{self.unix}" if self.unix else f"http://{self.host}:{self.port}"
 
 
-def parse_server(value: str, token: str | None = None) -> Endpoint:
-    """``RAG_SERVER``: an ``http://HOST:PORT`` URL, or the path of a Unix socket."""
-    if value.startswith(("http://", "https://")):
-        try:
-            parts = urlsplit(value)
-            port = parts.port
-        except ValueError:
-            parts, port = None, None
-        if parts is None or parts.scheme != "http" or not parts.hostname or not port:
-            raise ConfigError(
-                f"{SERVER_ENV} must be a socket path or http://HOST:PORT, not {value!r}"
-            )
-        return Endpoint(host=parts.hostname, port=port, token=token)
-    return Endpoint(unix=Path(os.path.expanduser(value)), token=token)
-
-
 def client_endpoint(settings: Settings) -> Endpoint:
-    """Where a client looks for the server of its index: ``RAG_SERVER``, else the socket
-    path of the index."""
-    token = os.environ.get(TOKEN_ENV) or None
-    if value := os.environ.get(SERVER_ENV):
-        return parse_server(value, token)
+    """Where a client looks for the server of its index: the ``server`` setting
+    (``RAG_SERVER``, checked when the settings were loaded), else the socket path of the index."""
+    token = settings.server_token or None
+    if settings.server:
+        where = parse_server(settings.server)
+        return Endpoint(unix=where.unix, host=where.host, port=where.port, token=token)
     return Endpoint(unix=socket_path(settings), token=token)

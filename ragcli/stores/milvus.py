@@ -40,7 +40,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..config import StoreURL, parse_store
+from ..addresses import StoreURL, parse_store
 from ..errors import (
     ConfigError,
     IndexCorruptError,
@@ -112,7 +112,7 @@ def _check_lite_lock(path: Path, url: str) -> None:
 class _Connection:
     """A MilvusClient, plus the bookkeeping that lets Milvus Lite release its file."""
 
-    def __init__(self, target: StoreURL, create: bool) -> None:
+    def __init__(self, target: StoreURL, create: bool, token: str = "") -> None:
         pymilvus = _import_pymilvus(target)
         self.target = target
         self._lite: Path | None = None
@@ -128,9 +128,7 @@ class _Connection:
         else:
             uri = f"http://{target.host}:{target.port}"
         try:
-            self.client = pymilvus.MilvusClient(
-                uri=uri, token=os.environ.get("RAG_MILVUS_TOKEN", ""), timeout=30
-            )
+            self.client = pymilvus.MilvusClient(uri=uri, token=token, timeout=30)
         except pymilvus.MilvusException as exc:
             if target.lite_path is not None:
                 raise IndexCorruptError(
@@ -235,9 +233,10 @@ class MilvusStore:
         self._noted = False
 
     @classmethod
-    def open(cls, store: str) -> MilvusStore:
+    def open(cls, store: str, token: str = "") -> MilvusStore:
+        """The index at ``store``; ``token`` is the server's (the ``milvus_token`` setting)."""
         target = parse_store(store)
-        conn = _Connection(target, create=False)
+        conn = _Connection(target, create=False, token=token)
         try:
             state = _state(conn.client, target)
             if state is None:
@@ -654,10 +653,12 @@ def _take_lock(client, target: StoreURL) -> None:
 
 
 @contextlib.contextmanager
-def milvus_writer(store: str, info: IndexInfo, rebuild: bool = False) -> Iterator[MilvusWriter]:
+def milvus_writer(
+    store: str, info: IndexInfo, rebuild: bool = False, token: str = ""
+) -> Iterator[MilvusWriter]:
     """Open (or create) the index at ``store`` for an update."""
     target = parse_store(store)
-    conn = _Connection(target, create=True)
+    conn = _Connection(target, create=True, token=token)
     try:
         _check_lock(conn.client, target)
         writer = MilvusWriter(conn, info, rebuild)

@@ -15,7 +15,7 @@ def open_store(settings: Settings) -> Store:
     """The index to read: the FAISS folder at ``index_dir``, or Milvus by ``store``."""
     if not settings.store:
         return IndexStore.open(settings.index_dir)
-    return MilvusStore.open(settings.store)
+    return MilvusStore.open(settings.store, settings.milvus_token)
 
 
 def store_writer(
@@ -24,4 +24,4 @@ def store_writer(
     """The writer for the same choice as :func:`open_store` (a context manager)."""
     if not settings.store:
         return IndexStore.writer(settings.index_dir, info, rebuild=rebuild)
-    return milvus_writer(settings.store, info, rebuild=rebuild)
+    return milvus_writer(settings.store, info, rebuild=rebuild, token=settings.milvus_token)

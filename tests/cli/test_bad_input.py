@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import time
 from pathlib import Path
@@ -76,6 +77,16 @@ def test_the_batch_answers_past_blank_undecodable_and_oversized_lines(workdir):
     assert b"Traceback" not in result.stderr
 
 
+def _waiting_for_input(pid: int) -> bool:
+    """Whether the main thread sleeps in select() or poll(): Linux names the kernel function
+    a sleeping task waits in (its wchan; "0" while it runs). True without /proc."""
+    try:
+        wchan = Path(f"/proc/{pid}/wchan").read_text()
+    except FileNotFoundError:
+        return True
+    return "poll" in wchan or "select" in wchan
+
+
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_a_signal_mid_batch_keeps_the_answers_so_far(workdir, sig, code):
     proc = subprocess.Popen(
@@ -89,9 +100,12 @@ def test_a_signal_mid_batch_keeps_the_answers_so_far(workdir, sig, code):
     )
     proc.stdin.write(f"{MARS}\n".encode())
     proc.stdin.flush()
-    first = proc.stdout.readline()  # answered, and the batch waits for the next line
+    first = proc.stdout.readline()
     assert json.loads(first)["question"] == MARS
-    time.sleep(0.2)
+    deadline = time.monotonic() + 60
+    while not _waiting_for_input(proc.pid):  # the batch is idle, waiting for the next line
+        assert time.monotonic() < deadline, "the batch never went back to reading stdin"
+        time.sleep(0.01)
     proc.send_signal(sig)
     rest, err = proc.communicate(timeout=120)
     assert proc.returncode == code, err
@@ -145,19 +159,40 @@ def test_generated_files_and_arguments(tmp_path_factory, files, args):
         _check(rag(command, "--index", "idx", *args, cwd=d))
 
 
+def _committed(index_dir: Path) -> bool:
+    """Whether a commit of `rag index` has named files in the index yet."""
+    try:
+        db = sqlite3.connect(f"file:{index_dir / 'index.sqlite'}?mode=ro", uri=True)
+    except sqlite3.OperationalError:
+        return False  # not created yet
+    try:
+        return db.execute("SELECT count(*) FROM files").fetchone()[0] > 0
+    except sqlite3.OperationalError:
+        return False  # no tables yet
+    finally:
+        db.close()
+
+
 def test_files_vanishing_mid_run(tmp_path):
     docs = tmp_path / "docs"
     docs.mkdir()
     words = (CORPORA / "science" / "photosynthesis.txt").read_text()
     for i in range(60):
         (docs / f"note {i}.md").write_text(f"# Note {i}\n\n{words}\n")
+    config = tmp_path / "config.toml"
+    config.write_text("commit_seconds = 0\nembed_batch = 4\n")  # a commit after every batch
     proc = subprocess.Popen(
         [str(RAG), "index", str(docs), "--index", str(tmp_path / "idx")],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        env={**os.environ, "RAG_CONFIG": str(config)},
     )
-    time.sleep(3)
+    deadline = time.monotonic() + 300
+    while proc.poll() is None and not _committed(tmp_path / "idx"):  # mid-run: some files done
+        assert time.monotonic() < deadline, "no commit in 300 s"
+        time.sleep(0.002)
+    assert proc.poll() is None, "the run ended before its files could change under it"
     for i in range(0, 60, 2):
         (docs / f"note {i}.md").unlink()
     for i in range(1, 60, 4):

@@ -2,8 +2,15 @@
 
 import json
 import re
+from collections.abc import Iterator
 
 import pytest
+import typer
+from rich.text import Text
+from typer._click import core as click
+
+from ragcli import __version__
+from ragcli.cli import app
 
 from ..conftest import CORPORA, rag
 
@@ -97,9 +104,42 @@ def test_bad_config_is_exit_2(tmp_path):
 
 
 def test_help_and_version():
-    assert rag("--help").returncode == 0
+    result = rag("--help", env={"COLUMNS": "200"})
+    assert result.returncode == 0, result.stderr
+    assert "Ask questions about your documents, answered by a local model" in result.stdout
+    listed = re.findall(r"^│ (\w+) ", result.stdout, re.MULTILINE)
+    assert listed == [
+        "index", "search", "ask", "eval", "chat", "serve", "mcp", "cache", "models", "bench"
+    ]  # fmt: skip
     version = rag("--version")
-    assert version.returncode == 0 and version.stdout.startswith("rag ")
+    assert version.returncode == 0 and version.stdout == f"rag {__version__}\n"
+
+
+@pytest.mark.parametrize(
+    ("command", "extras"),
+    [("serve", ["ragcli[milvus]"]), ("index", ["ragcli[milvus]", "ragcli[ray]"])],
+)
+def test_help_prints_brackets_as_written(command, extras):
+    result = rag(command, "--help", env={"COLUMNS": "200"})
+    assert result.returncode == 0, result.stderr
+    for extra in extras:
+        assert extra in result.stdout
+
+
+def _help_texts(command: click.Command, path: str = "rag") -> Iterator[tuple[str, str]]:
+    if command.help:
+        yield path, command.help
+    for param in command.params:
+        if getattr(param, "help", None):
+            yield f"{path} {param.name}", param.help
+    for name, sub in getattr(command, "commands", {}).items():
+        yield from _help_texts(sub, f"{path} {name}")
+
+
+def test_no_help_text_loses_text_to_rich_markup():
+    """Typer renders help as rich markup: what it prints must be the text as written."""
+    for where, text in _help_texts(typer.main.get_command(app)):
+        assert Text.from_markup(text).plain == text.replace("\\[", "["), where
 
 
 def test_chat_keeps_the_model_and_its_cache_between_questions(workdir):

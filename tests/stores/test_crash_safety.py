@@ -2,7 +2,8 @@
 next `rag index` completes; a second writer is turned away while one runs.
 
 These run the installed `rag` script in its own process and SIGKILL it; there
-are no hooks, so the kill points are times and files appearing in the index.
+are no hooks, so the kill points are what can be seen from outside: the run
+holding the index's lock, a commit's vector file or rows appearing.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -104,13 +107,27 @@ def _check_consistent(index_dir: Path) -> frozenset[str]:
     return files
 
 
-def _wait_for_commit(proc: subprocess.Popen, index_dir: Path, old: set[str]) -> None:
-    """Return once a new vector file is being written (the commit), or the run ended."""
+def _wait_for(proc: subprocess.Popen, seen: Callable[[], bool], what: str) -> None:
+    """Poll until ``seen()``; fail when the run ends without it or it takes 300 s."""
     deadline = time.monotonic() + 300
-    while proc.poll() is None and time.monotonic() < deadline:
-        if {p.name for p in index_dir.glob("vectors-*")} - old:
+    while not seen():
+        if proc.poll() is not None:
+            assert seen(), f"the run ended before {what}: {proc.communicate()}"
             return
+        assert time.monotonic() < deadline, f"no {what} in 300 s"
         time.sleep(0.002)
+
+
+def _new_vectors(index_dir: Path, existing: set[str]) -> bool:
+    return bool({p.name for p in index_dir.glob("vectors-*")} - existing)
+
+
+def _generation(index_dir: Path) -> str:
+    store = IndexStore.open(index_dir)
+    try:
+        return store.generation()
+    finally:
+        store.close()
 
 
 def test_killed_index_runs_leave_a_usable_index(setup):
@@ -121,18 +138,20 @@ def test_killed_index_runs_leave_a_usable_index(setup):
     (index_dir / "vectors-orphan.faiss").write_bytes(b"never committed")
     assert _check_consistent(index_dir) == before
 
-    for point in (0.5, 2.0, "commit"):
+    for point in ("the lock", "a new vector file"):
+        generation = _generation(index_dir)
         existing = {p.name for p in index_dir.glob("vectors-*")}
         proc = _start(docs, index_dir, env)
-        if point == "commit":
-            _wait_for_commit(proc, index_dir, existing)
-        else:
-            time.sleep(point)
+        if point == "the lock":  # it is about to read, embed and stage: nothing committed
+            _wait_for(proc, partial(_holds_lock, proc.pid, index_dir / "lock"), point)
+        else:  # the commit is writing its vectors, or has just named them
+            _wait_for(proc, partial(_new_vectors, index_dir, existing), point)
         _kill(proc)
         files = _check_consistent(index_dir)
-        assert files in (before, after), point  # all of the run or none of it
-        if point != "commit":
-            assert files == before, point  # far too early to have committed
+        committed = _generation(index_dir) != generation
+        assert files == (after if committed else before), point  # all of the run or none of it
+        if point == "the lock":
+            assert not committed
 
     # The next run completes, and leaves one vector file and no debris.
     done = subprocess.run(
@@ -158,11 +177,7 @@ def test_killed_run_keeps_the_files_it_committed(setup, tmp_path):
     config.write_text("commit_seconds = 0\nembed_batch = 4\n")  # commit after every batch
     env = {**env, "RAG_CONFIG": str(config)}
     proc = _start(docs, index_dir, env)
-    deadline = time.monotonic() + 120
-    while proc.poll() is None and time.monotonic() < deadline:
-        if _committed_files(index_dir) > len(before):
-            break  # the first batch is committed
-        time.sleep(0.002)
+    _wait_for(proc, lambda: _committed_files(index_dir) > len(before), "the first batch's commit")
     _kill(proc)
     kept = _check_consistent(index_dir)
     assert before < kept < after  # some batches committed, not all
@@ -208,11 +223,7 @@ def test_second_writer_is_turned_away(setup):
     docs, index_dir, before, env = setup
     first = _start(docs, index_dir, env)
     try:
-        deadline = time.monotonic() + 120
-        while not _holds_lock(first.pid, index_dir / "lock"):
-            assert first.poll() is None, first.communicate()
-            assert time.monotonic() < deadline, "the first run never took the lock"
-            time.sleep(0.01)
+        _wait_for(first, lambda: _holds_lock(first.pid, index_dir / "lock"), "the lock")
         second = subprocess.run(
             [str(RAG), "index", str(docs), "--index", str(index_dir)],
             capture_output=True,

@@ -8,7 +8,9 @@ from typing import Annotated
 import typer
 
 from ...errors import UsageError
-from ..common import JsonOpt, QuietOpt, handle_errors, print_json, stdout_console
+from ..errors import handle_errors
+from ..options import JsonOpt, QuietOpt
+from ..output import print_json, stdout_console
 from .common import status_line
 
 

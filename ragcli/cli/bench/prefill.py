@@ -9,16 +9,9 @@ import typer
 
 from ...bench import prefill
 from ...errors import UsageError
-from ..common import (
-    JsonOpt,
-    QuietOpt,
-    display_path,
-    handle_errors,
-    print_json,
-    settings,
-    stdout_console,
-    warn,
-)
+from ..errors import handle_errors, warn
+from ..options import JsonOpt, QuietOpt, settings
+from ..output import display_path, print_json, stdout_console
 from .common import status_line
 
 

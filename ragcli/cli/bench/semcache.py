@@ -7,16 +7,9 @@ from typing import Annotated
 
 import typer
 
-from ..common import (
-    IndexOpt,
-    JsonOpt,
-    ModelOpt,
-    QuietOpt,
-    handle_errors,
-    print_json,
-    settings,
-    stdout_console,
-)
+from ..errors import handle_errors
+from ..options import IndexOpt, JsonOpt, ModelOpt, QuietOpt, settings
+from ..output import print_json, stdout_console
 from .common import QuestionSetArg, exit_on_mismatch, status_line
 
 

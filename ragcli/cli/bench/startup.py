@@ -6,7 +6,9 @@ from typing import Annotated
 
 import typer
 
-from ..common import IndexOpt, JsonOpt, handle_errors, print_json, settings, stdout_console
+from ..errors import handle_errors
+from ..options import IndexOpt, JsonOpt, settings
+from ..output import print_json, stdout_console
 
 
 @handle_errors

@@ -7,16 +7,9 @@ from typing import Annotated
 
 import typer
 
-from ..common import (
-    IndexOpt,
-    JsonOpt,
-    QuietOpt,
-    display_path,
-    handle_errors,
-    print_json,
-    settings,
-    stdout_console,
-)
+from ..errors import handle_errors
+from ..options import IndexOpt, JsonOpt, QuietOpt, settings
+from ..output import display_path, print_json, stdout_console
 from .common import exit_on_mismatch, status_line
 
 
