@@ -16,7 +16,9 @@ from .notes import show_notes
 
 app = typer.Typer(
     name="rag",
-    help="Ask questions about your documents, answered by a local model on your CPU.",
+    help="Ask questions about your documents, answered by a local model on your CPU.\n\n"
+    "Exit codes: 0 answered, 1 not in the documents, 2 usage error, 3 index or model problem, "
+    "4 unexpected failure, 130 interrupted, 141 output closed, 143 terminated.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -39,7 +41,7 @@ def main_options(
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version.")
     ] = False,
 ) -> None:
-    """Exit codes: 0 answered, 1 not in the documents, 2 usage error, 3 index or model problem."""
+    """Options of every command."""
     show_notes(debug=debug)  # the debug setting (RAG_DEBUG) turns it on when settings load
 
 

@@ -45,6 +45,7 @@ def eval_command(
     if json_out:
         print_json(report.as_dict())
         return
+    from rich.markup import escape
     from rich.table import Table
 
     console = stdout_console()
@@ -57,8 +58,8 @@ def eval_command(
                 str(r.hit_rank or "-"),
                 {True: "yes", False: "no", None: "-"}[r.context_hit],
                 r.reason,
-                r.answer[:60],
-                r.question[:60],
+                escape(r.answer),  # documents' text is not markup
+                escape(r.question),
             )
         console.print(rows)
     table = Table("metric", "value", title=f"{questions} ({report.summary.questions} questions)")

@@ -107,6 +107,10 @@ def test_help_and_version():
     result = rag("--help", env={"COLUMNS": "200"})
     assert result.returncode == 0, result.stderr
     assert "Ask questions about your documents, answered by a local model" in result.stdout
+    from ragcli.errors import ExitCode
+
+    for code in ExitCode:  # every documented exit code is named in the help
+        assert f" {int(code)} " in result.stdout.split("Exit codes:", 1)[1].split("╭")[0]
     listed = re.findall(r"^│ (\w+) ", result.stdout, re.MULTILINE)
     assert listed == [
         "index", "search", "ask", "eval", "chat", "serve", "mcp", "cache", "models", "bench"
