@@ -16,14 +16,17 @@ from pathlib import Path
 from ..errors import RagError
 
 
-def run_measured(args: list[str], env: dict[str, str]) -> tuple[float, float, str]:
+def run_measured(
+    args: list[str], env: dict[str, str], cwd: Path | None = None
+) -> tuple[float, float, str]:
     """Wall ms, peak RSS in MB and stdout of one fresh process, started through
-    ``peak.py`` so that this process's own size does not count as the command's."""
+    ``peak.py`` so that this process's own size does not count as the command's.
+    ``cwd``: where `python -m ragcli` finds the code to run (a checkout to compare with)."""
     read, write = os.pipe()
     wrapper = [sys.executable, str(Path(__file__).with_name("peak.py")), str(write)]
     proc = subprocess.Popen(
         [*wrapper, *args], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
-        pass_fds=(write,),
+        pass_fds=(write,), cwd=cwd,
     )  # fmt: skip
     os.close(write)
     with os.fdopen(read) as report:

@@ -109,14 +109,16 @@ def bench_server(
     queue: int,
     name: str = "bench",
     flags: tuple[str, ...] = (),
+    cwd: Path | None = None,
 ) -> Iterator[Endpoint]:
-    """`rag serve` in a new process on a socket of its own; stopped with SIGTERM after."""
+    """`rag serve` in a new process on a socket of its own; stopped with SIGTERM after.
+    ``cwd``: where `python -m ragcli` finds the code to run."""
     sock = workdir / f"{name}.sock"
     log = workdir / f"{name}.log"
     cmd = [sys.executable, "-m", "ragcli", "serve", "--index", str(settings.index_dir)]
     cmd += ["--socket", str(sock), "--queue", str(queue), *flags]
     with log.open("wb") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=cwd)
     endpoint = Endpoint(unix=sock)
     try:
         deadline = time.monotonic() + START_TIMEOUT_S
