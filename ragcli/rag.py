@@ -55,7 +55,11 @@ class Rag:
         self.generation = self._retriever.store.generation()
         self.commits_followed = 0  # commits of the index seen since it was opened
         if preload:
-            self._answering(preload=True)
+            try:
+                self._answering(preload=True)
+            except BaseException:
+                self._retriever.close()
+                raise
 
     @classmethod
     def open(cls, index: str | Path | None = None, **settings: Any) -> Rag:
