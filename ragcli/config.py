@@ -64,7 +64,7 @@ class Settings:
     chunk_overlap: int = 40
     n_ctx: int = 4096
     n_batch: int = 512
-    n_threads: int = 0  # 0: one per core
+    n_threads: int = 0  # 0: one per physical core (hyper-threads not counted)
     # llama.cpp's load-time copy of the weights into its interleaved CPU layout. Off: on this
     # project's 2-core AVX2 machine it cost 1 s of load and 600 MB of memory for no faster
     # prefill (docs/BENCHMARKS.md, "Loading the model").
@@ -154,7 +154,11 @@ class Settings:
 
     @property
     def threads(self) -> int:
-        return self.n_threads or os.cpu_count() or 1
+        """The thread count to run with: ``n_threads``, or the physical cores this process
+        may use (hyper-threads share a core's arithmetic and gain little)."""
+        from .cpus import physical_cores
+
+        return self.n_threads or physical_cores()
 
     def replace(self, **changes: Any) -> Settings:
         """A copy with the given (already validated) changes; None values are skipped."""
