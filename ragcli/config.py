@@ -65,6 +65,9 @@ class Settings:
     n_ctx: int = 4096
     n_batch: int = 512
     n_threads: int = 0  # 0: one per physical core (hyper-threads not counted)
+    # llama.cpp runs on only the cores other processes leave free, judged again every
+    # quarter second (llm/threads.py); off: always n_threads
+    adaptive_threads: bool = True
     # llama.cpp's load-time copy of the weights into its interleaved CPU layout. Off: on this
     # project's 2-core AVX2 machine it cost 1 s of load and 600 MB of memory for no faster
     # prefill (docs/BENCHMARKS.md, "Loading the model").

@@ -21,6 +21,7 @@ import pytest
 
 from ragcli.config import Settings
 from ragcli.cpus import CpuSampler, allowed_cpus, physical_cores
+from ragcli.llm.threads import ThreadGovernor, fitting_threads
 
 TICK_S = 1 / os.sysconf("SC_CLK_TCK")
 WINDOW_S = 1.0
@@ -70,6 +71,47 @@ def test_physical_cores_counts_each_core_once():
 def test_settings_threads_default_to_physical_cores():
     assert Settings().threads == physical_cores()
     assert Settings(n_threads=3).threads == 3
+
+
+# -- the rule ---------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("free", "most", "threads"),
+    [
+        (2.0, 2, 2),  # quiet
+        (1.75, 2, 2),  # a little background work: the second core still counts
+        (1.6, 2, 1),  # under 70 % of the second core left
+        (1.0, 2, 1),  # one busy process, or a second `rag ask`
+        (0.0, 2, 1),  # never fewer than one
+        (8.0, 4, 4),  # never more than configured
+        (2.6, 8, 2),
+    ],
+)
+def test_fitting_threads(free: float, most: int, threads: int):
+    assert fitting_threads(free, most) == threads
+
+
+class FakeSampler:
+    """A sampler whose windows are always due and whose answer the test sets."""
+
+    def __init__(self, free: float | None) -> None:
+        self.free = free
+        self.looks = 0
+
+    def due(self) -> bool:
+        return True
+
+    def sample(self) -> None:
+        self.looks += 1
+
+
+def test_governor_keeps_the_setting_until_a_window_is_measured():
+    sampler = FakeSampler(None)
+    governor = ThreadGovernor(4, sampler)  # type: ignore[arg-type]
+    assert governor.pick() == 4 and sampler.looks == 1
+    sampler.free = 1.0
+    assert governor.pick() == 1
+    sampler.free = 3.9
+    assert governor.pick() == 4
 
 
 # -- the sampler ------------------------------------------------------------------
@@ -132,3 +174,57 @@ def test_sampler_leaves_out_this_process_own_work():
     assert others <= busy - spent[0] / window + TOLERANCE
 
 
+# -- the engine -------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def small_model():
+    from ragcli.config import load_settings
+    from ragcli.models import generation_model
+
+    return generation_model("gemma-3-270m", load_settings().cache_dir)
+
+
+def _generate(engine, max_tokens: int = 16):
+    from ragcli.llm.base import Prompt
+
+    prompt = Prompt(("The night ferry", " to Quillmoor leaves from pier 7", " at"), stop=())
+    return engine.generate(prompt, max_tokens=max_tokens, use_cache=False).timings
+
+
+def test_engine_sets_the_threads_its_governor_picks(small_model):
+    import llama_cpp
+
+    from ragcli.llm.llama import LlamaEngine
+
+    engine = LlamaEngine(small_model, 1024, 512, n_threads=2)
+    fixed = LlamaEngine(small_model, 1024, 512, n_threads=2, adaptive_threads=False)
+    try:
+        sampler = FakeSampler(1.0)
+        engine._governor = ThreadGovernor(2, sampler)  # type: ignore[arg-type]
+        t = _generate(engine)
+        assert (t.prefill_threads, t.decode_threads) == (1, 1)
+        assert llama_cpp.llama_n_threads(engine.ctx) == 1
+        assert llama_cpp.llama_n_threads_batch(engine.ctx) == 1
+        sampler.free = 2.0
+        t = _generate(engine, max_tokens=4)
+        assert (t.prefill_threads, t.decode_threads) == (2, 2)
+        assert llama_cpp.llama_n_threads(engine.ctx) == 2
+        t = _generate(fixed, max_tokens=4)  # adaptive_threads off: the setting, always
+        assert fixed._governor is None and (t.prefill_threads, t.decode_threads) == (2, 2)
+    finally:
+        engine.close()
+        fixed.close()
+
+
+@pytest.mark.skipif(len(allowed_cpus()) < 2, reason="one CPU: nothing to give up")
+def test_engine_uses_fewer_threads_beside_busy_processes(small_model):
+    from ragcli.llm.llama import LlamaEngine
+
+    # All CPUs but one spin: at most one is left, whatever else the machine runs.
+    with spinning(len(allowed_cpus()) - 1):
+        engine = LlamaEngine(small_model, 1024, 512, n_threads=2)
+        try:
+            time.sleep(0.5)  # a full sampling window with the spinners, after the load
+            t = _generate(engine, max_tokens=32)
+            assert t.prefill_threads < 2 and t.decode_threads < 2
+        finally:
+            engine.close()
