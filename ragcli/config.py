@@ -107,7 +107,20 @@ class Settings:
     n_ctx: int = field(default=4096, metadata=doc("The model's context window, in tokens."))
     n_batch: int = field(default=512, metadata=doc("Prompt tokens llama.cpp reads per step."))
     n_threads: int = field(
-        default=0, metadata=doc("CPU threads of llama.cpp and ONNX Runtime; 0: one per core.")
+        default=0,
+        metadata=doc(
+            "CPU threads of llama.cpp and ONNX Runtime; 0: one per physical core "
+            "(hyper-threads not counted)."
+        ),
+    )
+    # Beside other busy processes, llama.cpp's threads wait for each other at every step;
+    # fewer threads then run faster (docs/BENCHMARKS.md, "Generation beside other work").
+    adaptive_threads: bool = field(
+        default=True,
+        metadata=doc(
+            "llama.cpp runs on the cores other processes leave free, judged again every "
+            "quarter second; `false`: always `n_threads`."
+        ),
     )
     # Off: on this project's 2-core AVX2 machine the repack cost 1 s of load and 600 MB of
     # memory for no faster prefill (docs/BENCHMARKS.md, "Loading the model").
@@ -310,7 +323,11 @@ class Settings:
 
     @property
     def threads(self) -> int:
-        return self.n_threads or os.cpu_count() or 1
+        """The thread count to run with: ``n_threads``, or the physical cores this process
+        may use (hyper-threads share a core's arithmetic and gain little)."""
+        from .cpus import physical_cores
+
+        return self.n_threads or physical_cores()
 
     def replace(self, **changes: Any) -> Settings:
         """A copy with the given (already validated) changes; None values are skipped."""

@@ -48,27 +48,20 @@ def _commands(index: Path, question: str) -> list[tuple[str, list[str]]]:
 def _served(code: Path, index: Path, question: str, workdir: Path) -> Iterator[dict[str, str]]:
     """A `rag serve` of this checkout on a copy of the index; the environment its
     clients find it by. The question is asked once, so clients meet the answer cache."""
+    from ..config import load_settings
     from .serve import bench_server
 
     copy = workdir / "index"
     shutil.copytree(index, copy, ignore=shutil.ignore_patterns("serve.sock"))
     env = {**os.environ, "RAG_CACHE_DIR": str(workdir / "cache")}
     (workdir / "cache").mkdir()
-    models = Path(os.environ.get("RAG_CACHE_DIR") or _default_cache()) / "models"
+    models = load_settings().cache_dir / "models"
     if models.is_dir():
         (workdir / "cache" / "models").symlink_to(models)
-    from ..config import load_settings
-
     with bench_server(load_settings({"index_dir": copy}), workdir, env, 4, cwd=code) as end:
         client_env = {**env, "RAG_SERVER": str(end.unix)}
         run_measured(_ask(copy, question), client_env, code)  # the answer is cached now
         yield {**client_env, "INDEX": str(copy)}
-
-
-def _default_cache() -> Path:
-    from ..config import Settings
-
-    return Settings().cache_dir
 
 
 def _ask(index: Path, question: str) -> list[str]:

@@ -13,15 +13,19 @@ question-time vector of the same text, whatever else was embedded with it. One t
 too little work to split across cores (the threads would mostly wait for each other), so
 each call runs on one thread and ``threads`` calls run side by side. fp32 has no such
 coupling and runs in batches of similar length, each batch on all the threads.
+
+A query session (the one made without prepacking) embeds a question and its candidate
+sentences while the model loads on another thread, and just before the model's prefill:
+it takes at most QUERY_THREADS, leaves a core to the loader, and its idle threads sleep.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..cpus import physical_cores
 from ..models import EmbeddingModelInfo
 from .manifest import OnnxModel
 
@@ -32,6 +36,13 @@ if TYPE_CHECKING:
 
 BATCH_TOKENS = 2048  # fp32: padded tokens per run (8192 took 196 MB more, no faster)
 MAX_BATCH = 64
+# A question and a few dozen sentences: more threads would mostly wait for each other.
+QUERY_THREADS = 2
+
+
+def query_threads(threads: int) -> int:
+    """Threads of a query session: one core left to the model loading beside it."""
+    return max(1, min(QUERY_THREADS, threads - 1))
 
 
 def _read_json(path: Path) -> dict:
@@ -59,12 +70,15 @@ class OnnxEmbedder:
         self.info = info
         self.model = model
         self.quantization = model.quantization
-        self.threads = threads or os.cpu_count() or 1
+        self.threads = threads or physical_cores()
         self.spinning = spinning
         self.optimized = optimized  # the graph was saved optimized: skip the optimizer
         # Repacking the weights for the matrix kernels pays off over thousands of passages,
         # not for one question: a query session skips it and starts in about half the time.
         self.prepack = prepack
+        if not prepack:  # a query session (see the module's docstring)
+            self.threads = query_threads(self.threads)
+            self.spinning = False
         self._session = None
         self._tokenizer = None
         self._lower = False

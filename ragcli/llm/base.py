@@ -52,6 +52,10 @@ class Timings:
     decode_tok_s: float = 0.0
     constrain_ms: float = 0.0  # of decode_ms: choosing tokens that keep the answer a copy
     total_ms: float = 0.0
+    # llama.cpp threads per evaluated token: fewer than configured while other processes
+    # keep cores busy (llm/threads.py); 0 where the engine does not say
+    prefill_threads: float = 0.0
+    decode_threads: float = 0.0
 
     def as_dict(self) -> dict[str, float | int | str]:
         return {k: round(v, 2) if isinstance(v, float) else v for k, v in asdict(self).items()}

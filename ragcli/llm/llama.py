@@ -14,7 +14,6 @@ import ctypes
 import functools
 import itertools
 import logging
-import os
 import sys
 import threading
 import time
@@ -22,10 +21,12 @@ from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TextIO
 
+from ..cpus import physical_cores
 from ..errors import ModelError
 from ..log import debugging
 from ..models import GenerationModel
 from .base import CONTEXT, MAX_TOKENS, Constraint, Generation, OnText, Prompt, StopStream, Timings
+from .threads import ThreadGovernor
 
 if TYPE_CHECKING:
     from .constrain import Vocabulary
@@ -53,13 +54,21 @@ class LlamaEngine:
         n_threads: int = 0,
         cache: PrefixCache | None = None,
         repack: bool = False,
+        adaptive_threads: bool = True,
     ) -> None:
+        """``n_threads`` 0: one per physical core. ``adaptive_threads``: use only the cores
+        other processes leave free, judged again every quarter second or so (llm/threads.py)."""
         import llama_cpp
 
         self._lib = llama_cpp
         self.model = model
         self.cache = cache
-        threads = n_threads or os.cpu_count() or 1
+        threads = n_threads or physical_cores()
+        # The sampler's first window starts now and covers the load.
+        self._governor = ThreadGovernor(threads) if adaptive_threads and threads > 1 else None
+        self._threads = threads  # what llama.cpp is set to
+        self._thread_tokens = 0  # sum over evaluated tokens of the threads that evaluated them
+        self._evaluated = 0
         try:
             llama_class = llama_cpp.Llama if repack else _without_repack(llama_cpp.Llama)
             with _quiet_native_logs():
@@ -160,11 +169,21 @@ class LlamaEngine:
         return list(itertools.accumulate(len(seg) for seg in self._segment_tokens(prompt)))
 
     # -- low level -------------------------------------------------------
+    def _fit_threads(self) -> int:
+        """Give llama.cpp the threads the machine has free now (see llm/threads.py)."""
+        if self._governor is not None:
+            n = self._governor.pick()
+            if n != self._threads:
+                self._lib.llama_set_n_threads(self.ctx, n, n)
+                self._threads = n
+        return self._threads
+
     def _decode(self, tokens: list[int], start: int) -> None:
         """Evaluate tokens at positions start..; logits for the last one only."""
         b = self._batch
         for off in range(0, len(tokens), self.n_batch):
             part = tokens[off : off + self.n_batch]
+            threads = self._fit_threads()
             for i, tok in enumerate(part):
                 b.token[i] = tok
                 b.pos[i] = start + off + i
@@ -174,6 +193,8 @@ class LlamaEngine:
             rc = self._lib.llama_decode(self.ctx, b)
             if rc != 0:
                 raise ModelError(f"llama_decode failed with code {rc}")
+            self._thread_tokens += threads * len(part)
+            self._evaluated += len(part)
         self.kv_tokens = self.kv_tokens[:start] + list(tokens)
 
     def _logits(self):
@@ -225,6 +246,14 @@ class LlamaEngine:
         self.kv_tokens = list(tokens)
         return True
 
+    def _thread_mark(self) -> tuple[int, int]:
+        return self._thread_tokens, self._evaluated
+
+    def _mean_threads(self, mark: tuple[int, int]) -> float:
+        """Threads per token evaluated since ``mark``; the current count if none was."""
+        tokens = self._evaluated - mark[1]
+        return (self._thread_tokens - mark[0]) / tokens if tokens else float(self._threads)
+
     # -- generation ------------------------------------------------------
     def generate(
         self,
@@ -264,6 +293,7 @@ class LlamaEngine:
         # Prefill segment by segment, saving the state at each boundary the
         # disk cache does not have yet.
         pos = t.cached_tokens
+        mark = self._thread_mark()
         for end in [*ends[:-1], len(tokens)]:
             if end <= pos:
                 continue
@@ -274,8 +304,10 @@ class LlamaEngine:
             if cache is not None and end < len(tokens):
                 t.state_save_ms += cache.save(self, tokens[:end])
         t.prefill_tok_s = t.prefill_tokens / max(t.prefill_ms / 1000, 1e-9)
+        t.prefill_threads = self._mean_threads(mark)
 
         out: list[int] = []
+        mark = self._thread_mark()
         stream = StopStream(prompt.stop, on_text)
         t_decode = time.perf_counter()
         for _ in range(max_tokens):
@@ -301,6 +333,7 @@ class LlamaEngine:
         t.completion_tokens = len(out)
         t.decode_ms = (time.perf_counter() - t_decode) * 1000
         t.decode_tok_s = len(out) / max(t.decode_ms / 1000, 1e-9)
+        t.decode_threads = self._mean_threads(mark)
         t.total_ms = (time.perf_counter() - started) * 1000
         return Generation(text=text, timings=t)
 

@@ -33,6 +33,7 @@ def open_engine(settings: Settings, model: GenerationModel | None = None) -> Eng
         s.threads,
         cache=cache,
         repack=s.repack_weights,
+        adaptive_threads=s.adaptive_threads,
     )
     if s.copy_answers:
         engine.start_vocabulary()

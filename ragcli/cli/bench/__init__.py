@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import typer
 
-from . import index_types, ingest, models, prefill, semcache, serve, startup, workload
+from . import contention, index_types, ingest, models, prefill, semcache, serve, startup, workload
 
 app = typer.Typer(
     help="Benchmark prefill and the prompt (KV) cache on this machine.", no_args_is_help=True
@@ -22,3 +22,4 @@ app.command("index-types")(index_types.index_types_command)
 app.command("ingest")(ingest.ingest_command)
 app.command("semcache")(semcache.semcache_command)
 app.command("serve")(serve.serve_command)
+app.command("contention")(contention.contention_command)

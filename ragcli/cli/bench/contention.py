@@ -1,0 +1,102 @@
+"""`rag bench contention`: prefill and decode quiet, beside busy processes, and two at once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ...bench import contention
+from ..common import (
+    JsonOpt,
+    ModelOpt,
+    QuietOpt,
+    display_path,
+    handle_errors,
+    print_json,
+    settings,
+    stdout_console,
+)
+from .common import status_line
+
+
+@handle_errors
+def contention_command(
+    model: ModelOpt = None,
+    reps: Annotated[
+        int, typer.Option("--reps", min=1, help="Fresh processes per scenario and mode (medians).")
+    ] = 3,
+    quick: Annotated[
+        bool,
+        typer.Option(
+            "--quick",
+            help=f"A functional check, not a measurement: a bare prompt of about "
+            f"{contention.QUICK_PROMPT_TOKENS} tokens, {contention.QUICK_MAX_TOKENS} decoded, "
+            "one repetition.",
+        ),
+    ] = False,
+    markdown: Annotated[
+        Path | None,
+        typer.Option(
+            "--markdown",
+            help=f"Also write the table into the {contention.MARK_START} section of this file "
+            "(added at its end when it has none).",
+            show_default=False,
+        ),
+    ] = None,
+    json_out: JsonOpt = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """Prefill and decode quiet, beside busy processes, two at once; adaptive and fixed threads.
+
+    One ~900-token prompt, 64 decoded tokens, each run in a fresh process.
+    """
+    import shlex
+    import sys
+
+    if markdown is not None:
+        contention.check_markdown(markdown)
+    command = shlex.join(["rag", *sys.argv[1:]])
+    with status_line(json_out, quiet) as say:
+        run = contention.contention_bench(
+            settings(model=model), 1 if quick else reps, quick, say, command
+        )
+    if markdown is not None:
+        contention.write_markdown(run, markdown)
+    if json_out:
+        print_json(run.as_dict())
+        return
+    print_table(run)
+    if markdown is not None:
+        stdout_console().print(f"table written to {display_path(markdown)}")
+
+
+def print_table(run: contention.ContentionRun) -> None:
+    """The cells, then whether each goal of issue #29 is met."""
+    from rich import box
+    from rich.table import Table
+
+    table = Table(
+        title=f"{run.model}: {run.prompt_tokens} prompt tokens, {run.max_tokens} decoded, at "
+        f"most {run.threads} threads ({run.cpus} CPUs, {run.physical_cores} cores); medians "
+        f"of {run.reps} repetition(s); ratios to quiet in the same mode",
+        box=box.SIMPLE_HEAD,
+    )
+    for col in ("scenario", "mode", "prefill\ntok/s", "ratio", "decode\ntok/s", "ratio",
+                "threads\npref/dec", "others'\nCPUs"):  # fmt: skip
+        table.add_column(col, justify="left" if col in ("scenario", "mode") else "right")
+    for c in run.cells:
+        table.add_row(
+            c.scenario, c.mode, f"{c.prefill_tok_s:.1f}", f"{c.prefill_ratio:.2f}",
+            f"{c.decode_tok_s:.1f}", f"{c.decode_ratio:.2f}",
+            f"{c.prefill_threads:.1f}/{c.decode_threads:.1f}", f"{c.others_cpus:.2f}",
+        )  # fmt: skip
+    console = stdout_console()
+    console.print(table)
+    for g in run.goals:
+        verdict = "met" if g.met else "NOT met"
+        console.print(
+            f"goal, {g.scenario}, {g.phase}: {g.ratio:.2f} of quiet (adaptive), "
+            f"at least {g.target:.2f}: {verdict}"
+        )
