@@ -8,16 +8,9 @@ from typing import Annotated
 import typer
 
 from ...bench import contention
-from ..common import (
-    JsonOpt,
-    ModelOpt,
-    QuietOpt,
-    display_path,
-    handle_errors,
-    print_json,
-    settings,
-    stdout_console,
-)
+from ..errors import handle_errors
+from ..options import JsonOpt, ModelOpt, QuietOpt, settings
+from ..output import display_path, print_json, stdout_console
 from .common import status_line
 
 
