@@ -156,8 +156,7 @@ class _NoEnd:
     def __init__(self, engine: LlamaEngine) -> None:
         import numpy as np
 
-        lib, vocab = engine._lib, engine._vocab
-        self.ends = np.array([t for t in range(engine.n_vocab) if lib.llama_vocab_is_eog(vocab, t)])
+        self.ends = np.array(engine.vocabulary.end_ids, dtype=np.int64)
 
     def choose(self, logits: np.ndarray) -> int:
         import numpy as np

@@ -418,14 +418,14 @@ def _measure_length(
     """
     prefix, suffix = tokens[: n - CACHED_SUFFIX], tokens[n - CACHED_SUFFIX : n]
     engine.trim(0)
-    engine._decode(prefix, 0)
+    engine.evaluate(prefix, 0)
     state = engine.save_state()
     samples: dict[str, list[float]] = {name: [] for name in SERIES}
     loads: list[float] = []
 
     def cold() -> None:
         engine.trim(0)
-        samples["cold"].append(_timed(lambda: engine._decode(tokens[:n], 0)))
+        samples["cold"].append(_timed(lambda: engine.evaluate(tokens[:n], 0)))
 
     def bare() -> None:
         samples["bare"].append(_bare_prefill(engine, arr, n))
@@ -436,7 +436,7 @@ def _measure_length(
         if not engine.load_state(state, prefix):
             raise ModelError("llama.cpp refused a state it had just saved")
         t1 = time.perf_counter()
-        engine._decode(suffix, len(prefix))
+        engine.evaluate(suffix, len(prefix))
         loads.append((t1 - t0) * 1000)
         samples["cached"].append((time.perf_counter() - t0) * 1000)
 
@@ -466,6 +466,8 @@ def prefill_sweep(
     progress: Callable[[str], None] | None = None,
 ) -> PrefillReport:
     """Time prefill of growing prompts for the settings' model (``reps=None``: auto)."""
+    import llama_cpp
+
     from ..llm.llama import LlamaEngine
     from ..models import generation_model
 
@@ -477,13 +479,18 @@ def prefill_sweep(
     n_ctx = max(settings.n_ctx, max_len + CTX_MARGIN)
     load_before = _load()
     engine = LlamaEngine(
-        model, n_ctx, settings.n_batch, settings.threads, repack=settings.repack_weights
+        model,
+        n_ctx,
+        settings.n_batch,
+        settings.threads,
+        repack=settings.repack_weights,
+        adaptive_threads=settings.adaptive_threads,
     )
     try:
         lengths = sweep_lengths(max_len, engine.n_ctx)
         tokens = bench_tokens(engine, lengths[-1])
-        arr = (engine._lib.llama_token * len(tokens))(*tokens)
-        engine._decode(tokens[:MIN_LENGTH], 0)  # warm-up: first-call allocations are not prefill
+        arr = (llama_cpp.llama_token * len(tokens))(*tokens)
+        engine.evaluate(tokens[:MIN_LENGTH], 0)  # warm-up: first-call allocations are not prefill
         rows, loads = [], [load_before]
         for n in lengths:
             if progress:

@@ -178,8 +178,9 @@ class LlamaEngine:
                 self._threads = n
         return self._threads
 
-    def _decode(self, tokens: list[int], start: int) -> None:
-        """Evaluate tokens at positions start..; logits for the last one only."""
+    def evaluate(self, tokens: list[int], start: int) -> None:
+        """Evaluate tokens at positions start.. (prefill, or one decoded token); logits for
+        the last one only. `rag bench prefill` times it against bare ``llama_decode``."""
         b = self._batch
         for off in range(0, len(tokens), self.n_batch):
             part = tokens[off : off + self.n_batch]
@@ -298,7 +299,7 @@ class LlamaEngine:
             if end <= pos:
                 continue
             t0 = time.perf_counter()
-            self._decode(tokens[pos:end], pos)
+            self.evaluate(tokens[pos:end], pos)
             t.prefill_ms += (time.perf_counter() - t0) * 1000
             pos = end
             if cache is not None and end < len(tokens):
@@ -326,7 +327,7 @@ class LlamaEngine:
                 t.constrain_ms += (time.perf_counter() - t0) * 1000
             if stream.update(self.llm.detokenize(out).decode("utf-8", "ignore")):
                 break
-            self._decode([tok], len(self.kv_tokens))
+            self.evaluate([tok], len(self.kv_tokens))
         text = stream.finish()
         if constraint is not None:
             constraint.finish()

@@ -168,10 +168,10 @@ def test_trimming_below_a_restored_sliding_window_clears_instead_of_corrupting(e
     text = " ".join(PASSAGES) * 3
     tokens = engine.llm.tokenize(text.encode(), add_bos=True)[:800]
     engine.trim(0)
-    engine._decode(tokens, 0)
+    engine.evaluate(tokens, 0)
     assert engine.trim(100) == 100  # prefilled here: the whole window history is present
     engine.trim(0)
-    engine._decode(tokens, 0)
+    engine.evaluate(tokens, 0)
     assert engine.load_state(engine.save_state(), tokens)
     expected = 0 if engine.n_swa else 100
     assert engine.trim(100) == expected
