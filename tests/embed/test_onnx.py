@@ -260,9 +260,9 @@ def test_index_and_query_use_the_same_file_and_vectors(tmp_path, embedder):
     (docs / "bees.md").write_text("# Bees\n\nBumblebees warm their flight muscles by shivering.\n")
     s = load_settings({"index_dir": tmp_path / "index"})
     report = build_index([docs], s)  # the default backend, chosen by the pipeline itself
-    assert report.embeddings == DEFAULT_EMBED_BACKEND == "onnx-fp32"
+    assert report.embeddings == DEFAULT_EMBED_BACKEND == "onnx-int8"
     store = IndexStore.open(s.index_dir)
-    assert (store.info.embed_backend, store.info.embed_quantization) == ("onnx", "fp32")
+    assert (store.info.embed_backend, store.info.embed_quantization) == ("onnx", "int8")
     [chunk] = list(store.all_chunks())
     stored = store.vectors.contents()[1][0]
     store.close()
@@ -281,23 +281,23 @@ def _index(tmp_path, *args: str):
 
 
 def test_an_index_built_another_way_is_refused_with_the_rebuild_hint(tmp_path):
-    built = _index(tmp_path, "--embed-backend", "onnx-int8")
+    built = _index(tmp_path, "--embed-backend", "onnx-fp32")  # not the default
     assert built.returncode == 0, built.stderr
-    assert "encoder: onnx-int8" in built.stdout
+    assert "encoder: onnx-fp32" in built.stdout
     # Updated without a choice, an index keeps its own embeddings (not the default's).
     kept = _index(tmp_path)
     assert kept.returncode == 0, kept.stderr
-    assert "encoder: onnx-int8" in kept.stdout
-    again = _index(tmp_path, "--embed-backend", "onnx-fp32")
+    assert "encoder: onnx-fp32" in kept.stdout
+    again = _index(tmp_path, "--embed-backend", "onnx-int8")
     assert again.returncode == 3
     [line] = again.stderr.splitlines()
     assert "onnx-fp32" in line and "onnx-int8" in line and "--rebuild" in line
     asked = rag("search", "--index", str(tmp_path / "index"), "otters",
-                env={"RAG_CONFIG": str(_config(tmp_path, 'embed_backend = "onnx-fp32"'))})  # fmt: skip
+                env={"RAG_CONFIG": str(_config(tmp_path, 'embed_backend = "onnx-int8"'))})  # fmt: skip
     assert asked.returncode == 3 and "--rebuild" in asked.stderr
     assert len(asked.stderr.splitlines()) == 1
     rebuilt = _index(tmp_path, "--rebuild")  # rebuilt without a choice: the default
-    assert rebuilt.returncode == 0 and "encoder: onnx-fp32" in rebuilt.stdout
+    assert rebuilt.returncode == 0 and "encoder: onnx-int8" in rebuilt.stdout
     found = rag("search", "--index", str(tmp_path / "index"), "otters asleep")
     assert found.returncode == 0 and "otters.txt" in found.stdout
 
