@@ -97,8 +97,10 @@ def _stress(tmp_path: Path, embedder, seconds: float) -> None:
         with lock:
             seen.append((reader, _seen(results)))
 
+    runs = 0
+
     def writer() -> None:
-        runs = 0
+        nonlocal runs
         while time.monotonic() < deadline:
             runs += 1
             for _ in range(folder.rng.randint(1, 3)):
@@ -167,6 +169,10 @@ def _stress(tmp_path: Path, embedder, seconds: float) -> None:
         t.start()
     for t in threads:
         t.join()
+    counts = {r: sum(1 for who, _ in seen if who == r) for r in ("rag search", "Rag", "rag mcp")}
+    print(
+        f"\n{runs} rag index runs ({runs // 4} rebuilds), reads: {counts}, failures: {len(failures)}"
+    )
     assert failures == []
     states = set(folder.states)
     mixed = [(reader, sorted(s)) for reader, s in seen if s not in states]
