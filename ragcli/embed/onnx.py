@@ -74,6 +74,11 @@ class OnnxEmbedder:
     def loaded(self) -> bool:
         return self._session is not None
 
+    def release(self) -> None:
+        """Drop the session and its memory arena (the next ``embed`` loads it again):
+        `rag index` frees them before its final commit, which may rebuild the vectors."""
+        self._session = None
+
     def _load(self):
         if self._session is None:
             import onnxruntime as ort

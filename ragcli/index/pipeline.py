@@ -143,6 +143,7 @@ def build_index(
     say(Step("finding files"))
     found, skipped = discover(paths, include=include, exclude=exclude)
     roots = [p.resolve() for p in paths]
+    own_embedder = embedder is None
     if embedder is None:
         say(Step("checking the embedding model", detail=model.name))
         if settings.embed_backend is None and not rebuild:
@@ -217,6 +218,8 @@ def build_index(
             writer.info = dataclasses.replace(writer.info, text_version=TEXT_VERSION)
             run.dirty = True
         if run.dirty or rebuild or not writer.has_commit or writer.needs_commit():
+            if own_embedder:  # nothing is embedded after this: the model's memory goes
+                getattr(embedder, "release", lambda: None)()
             _return_free_memory()  # the commit may rebuild the vector index: room for it
             say(Step("committing", detail=f"{report.chunks_embedded:,} passages embedded"))
             run.commit()
