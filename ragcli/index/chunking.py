@@ -59,13 +59,23 @@ class TokenCounter:
         return [enc.offsets for enc in self._tok.encode_batch(texts, add_special_tokens=False)]
 
 
+ENCODE_LINES = 512  # lines tokenized at a time (a document's every token would take GBs)
+
+
+def _offsets(counter: TokenCounter, lines: list[str]) -> Iterator[list[tuple[int, int]]]:
+    """Each line's token offsets, tokenizing a slice of lines at a time: the offsets of
+    a whole 20 MB file held at once took over 1 GB (a tuple per token)."""
+    for begin in range(0, len(lines), ENCODE_LINES):
+        yield from counter.encode(lines[begin : begin + ENCODE_LINES])
+
+
 def _units(doc: Document, counter: TokenCounter, piece_tokens: int) -> list[_Unit]:
     lines = doc.text.split("\n")
     pages: list[int | None] = list(doc.pages) if doc.pages is not None else [None] * len(lines)
     titles = {i: (level, title) for i, level, title in doc.headings}
     units: list[_Unit] = []
     for index, (line, src, page, offsets) in enumerate(
-        zip(lines, doc.line_map, pages, counter.encode(lines), strict=True)
+        zip(lines, doc.line_map, pages, _offsets(counter, lines), strict=True)
     ):
         if len(offsets) <= piece_tokens:
             units.append(_Unit(line, src, len(offsets), False, page, titles.get(index)))

@@ -46,6 +46,7 @@ from .source import fingerprint, read_error
 if TYPE_CHECKING:
     import numpy as np
 
+EMBED_SLICE = 2048  # texts per embedder call: a whole large file's passages are not one call
 POOL_MIN_FILES = 8  # fewer files than this are parsed in this process (a pool costs ~0.5 s)
 
 
@@ -143,6 +144,7 @@ def build_index(
     say(Step("finding files"))
     found, skipped = discover(paths, include=include, exclude=exclude)
     roots = [p.resolve() for p in paths]
+    own_embedder = embedder is None
     if embedder is None:
         say(Step("checking the embedding model", detail=model.name))
         if settings.embed_backend is None and not rebuild:
@@ -217,6 +219,8 @@ def build_index(
             writer.info = dataclasses.replace(writer.info, text_version=TEXT_VERSION)
             run.dirty = True
         if run.dirty or rebuild or not writer.has_commit or writer.needs_commit():
+            if own_embedder:  # nothing is embedded after this: the model's memory goes
+                getattr(embedder, "release", lambda: None)()
             _return_free_memory()  # the commit may rebuild the vector index: room for it
             say(Step("committing", detail=f"{report.chunks_embedded:,} passages embedded"))
             run.commit()
@@ -365,8 +369,19 @@ def embed_unique(
     ``progress`` gets the texts done so far after each of the embedder's own
     sub-batches, counting repeats, so that it ends at ``len(texts)``.
     """
+    import numpy as np
+
     unique = list(dict.fromkeys(texts))
-    vectors = embedder.embed(unique, _scaled(progress, len(texts), len(unique)))
+    step = _scaled(progress, len(texts), len(unique))
+    # A slice at a time: the embedder holds every text's token ids as Python ints
+    # (a 20 MB file's 38k passages at once: about 250 MB).
+    vectors = embedder.embed(unique[:EMBED_SLICE], step)
+    if len(unique) > EMBED_SLICE:
+        first, vectors = vectors, np.empty((len(unique), vectors.shape[1]), vectors.dtype)
+        vectors[:EMBED_SLICE] = first
+        for begin in range(EMBED_SLICE, len(unique), EMBED_SLICE):
+            part = unique[begin : begin + EMBED_SLICE]
+            vectors[begin : begin + len(part)] = embedder.embed(part, step)
     if len(unique) == len(texts):
         return vectors
     row = {t: i for i, t in enumerate(unique)}

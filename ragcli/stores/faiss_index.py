@@ -64,6 +64,12 @@ class VectorIndex:
         self.search_params = search_params  # as recorded: value and the recall it measured
         # Ids removed from a type that cannot remove (HNSW): left out at the next rebuild.
         self._dropped: set[int] = set()
+        # Vectors added since the FAISS index was last brought up to date, on disk (see
+        # :meth:`spill_to`): their ids here, the rows in ``_spill``.
+        self._spill_dir: Path | None = None
+        self._spill = None
+        self._spill_ids: list[np.ndarray] = []
+        self._pending = 0
 
     @classmethod
     def create(cls, dim: int, index_type: str = "Flat") -> VectorIndex:
@@ -86,10 +92,49 @@ class VectorIndex:
         return cls(faiss.read_index(str(path)), index_type, search_params)
 
     def __len__(self) -> int:
-        return int(self._index.ntotal) - len(self._dropped)
+        return int(self._index.ntotal) + self._pending - len(self._dropped)
+
+    def spill_to(self, directory: Path) -> None:
+        """Keep added vectors in a temporary file in ``directory`` until the index is
+        next used (searched, changed otherwise, saved), not in memory.
+
+        A writer's memory then stays flat while it embeds: a flat index grows by
+        doubling its buffer (twice the vectors at a resize), an IVF index by list. On
+        the way in, a flat index is sized once, exactly, and filled from the file.
+        """
+        self._spill_dir = directory
 
     def add(self, ids: np.ndarray, vectors: np.ndarray) -> None:
-        self._index.add_with_ids(vectors, ids)
+        import numpy as np
+
+        if self._spill_dir is None:
+            self._index.add_with_ids(vectors, ids)
+            return
+        if self._spill is None:
+            # Closed (and so deleted) by _settle: it outlives this call.
+            self._spill = tempfile.TemporaryFile(prefix="vectors-spill-", dir=self._spill_dir)  # noqa: SIM115
+        self._spill.write(memoryview(np.ascontiguousarray(vectors, dtype=np.float32)))
+        self._spill_ids.append(np.asarray(ids, dtype=np.int64))
+        self._pending += len(ids)
+
+    def _settle(self) -> None:
+        """Move the spilled vectors into the FAISS index."""
+        import numpy as np
+
+        if self._spill is None:
+            return
+        spill, ids = self._spill, np.concatenate(self._spill_ids)
+        self._spill, self._spill_ids, self._pending = None, [], 0
+        with spill:
+            spill.seek(0)
+            if _is_flat(self._index):
+                _append_flat(self._index, ids, spill)
+                return
+            dim = int(self._index.d)
+            for begin in range(0, len(ids), REBUILD_SLICE):
+                rows = min(REBUILD_SLICE, len(ids) - begin)
+                block = np.frombuffer(spill.read(rows * dim * 4), dtype=np.float32)
+                self._index.add_with_ids(block.reshape(rows, dim), ids[begin : begin + rows])
 
     def remove(self, ids: Iterable[int]) -> None:
         import numpy as np
@@ -97,12 +142,14 @@ class VectorIndex:
         arr = np.fromiter(ids, dtype=np.int64)
         if not len(arr):
             return
+        self._settle()
         try:
             self._index.remove_ids(arr)
         except RuntimeError:  # HNSW cannot remove: the next finalize rebuilds without them
             self._dropped.update(int(i) for i in arr)
 
     def search(self, queries: np.ndarray, k: int) -> list[list[tuple[int, float]]]:
+        self._settle()
         if self._dropped:
             self._rebuild(self.index_type)
         scores, ids = self._index.search(queries, min(k, len(self)) or 1)
@@ -116,6 +163,7 @@ class VectorIndex:
 
         if not ids:
             return {}
+        self._settle()
         vecs = np.vstack([self._index.reconstruct(int(i)) for i in ids])
         return {i: float(v) for i, v in zip(ids, vecs @ query, strict=True)}
 
@@ -141,6 +189,7 @@ class VectorIndex:
         """Before a save: rebuild into the type ``info.index_spec`` asks for at this size,
         set the search parameters, and return ``info`` saying what the file holds."""
         want = self.target_type(info.index_spec, flat_max)
+        self._settle()
         if want != self.index_type or self._dropped:
             self._rebuild(want)
         return dataclasses.replace(
@@ -175,8 +224,8 @@ class VectorIndex:
         sample = np.zeros(0, np.int64) if new.is_trained else _training_positions(n, new)
         k = min(10, n - len(held))
         nearest = _TopK(queries, k)
-        with tempfile.TemporaryFile(prefix="ragcli-rebuild-") as spill:
-            train_rows, pos = [], 0
+        with tempfile.TemporaryFile(prefix="ragcli-rebuild-", dir=self._spill_dir) as spill:
+            pos = 0
             for begin in range(0, len(ids), REBUILD_SLICE):
                 block = _vectors_at(
                     old, ids, np.arange(begin, min(begin + REBUILD_SLICE, len(ids)))
@@ -185,24 +234,30 @@ class VectorIndex:
                     block = block[keep[begin : begin + REBUILD_SLICE]]
                 spill.write(memoryview(np.ascontiguousarray(block, dtype=np.float32)))
                 span = slice(pos, pos + len(block))
-                train_rows.append(block[_within(sample, span)])
                 nearest.update(block, kept_ids[span], exclude=_within(held, span))
                 pos += len(block)
-            self._index = old = None  # free the old copy before building the new one
+            self._index = old = block = None  # free the old copy before building the new one
             if not new.is_trained:
+                # Read back only now: the sample and the old index are never both held.
+                train_rows = _rows_at(spill, n, dim, sample) if len(sample) else queries
                 try:
-                    new.train(np.concatenate(train_rows) if train_rows else queries)
+                    new.train(train_rows)
                 except RuntimeError:  # too few vectors for this type yet: exact until there are
                     new, index_type = _new_faiss_index(dim, "Flat"), "Flat"
-            del train_rows
+                del train_rows
             spill.seek(0)
-            for begin in range(0, n, REBUILD_SLICE):
-                rows = min(REBUILD_SLICE, n - begin)
-                block = np.frombuffer(spill.read(rows * dim * 4), dtype=np.float32)
-                block = block.reshape(rows, dim)
-                free = np.ones(rows, dtype=bool)
-                free[_within(held, slice(begin, begin + rows))] = False
-                new.add_with_ids(block[free], kept_ids[begin : begin + rows][free])
+            if not len(held) and _is_flat(new):
+                _append_flat(new, kept_ids, spill)
+            else:
+                _reserve_lists(new, spill, n, dim)
+                spill.seek(0)
+                for begin in range(0, n, REBUILD_SLICE):
+                    rows = min(REBUILD_SLICE, n - begin)
+                    block = np.frombuffer(spill.read(rows * dim * 4), dtype=np.float32)
+                    block = block.reshape(rows, dim)
+                    free = np.ones(rows, dtype=bool)
+                    free[_within(held, slice(begin, begin + rows))] = False
+                    new.add_with_ids(block[free], kept_ids[begin : begin + rows][free])
         # The held vectors go in last: until now they served as unseen queries.
         params = ""
         if len(held):
@@ -216,11 +271,13 @@ class VectorIndex:
 
     def contents(self) -> tuple[np.ndarray, np.ndarray]:
         """(ids, vectors) of everything the index holds, in storage order."""
+        self._settle()
         return index_contents(self._index)
 
     def save(self, path: Path) -> None:
         import faiss
 
+        self._settle()
         if self._dropped:
             self._rebuild(self.index_type)
         tmp = path.with_name(path.name + ".tmp")
@@ -228,6 +285,76 @@ class VectorIndex:
         with tmp.open("rb") as fh:
             os.fsync(fh.fileno())
         os.replace(tmp, path)
+
+
+def _is_flat(index) -> bool:
+    import faiss
+
+    return isinstance(index, faiss.IndexIDMap2) and isinstance(
+        faiss.downcast_index(index.index), faiss.IndexFlat
+    )
+
+
+def _rows_at(spill, n: int, dim: int, positions: np.ndarray) -> np.ndarray:
+    """The rows at sorted ``positions`` of a file of ``n`` float32 rows of ``dim``."""
+    import numpy as np
+
+    out = np.empty((len(positions), dim), dtype=np.float32)
+    spill.seek(0)
+    got = 0
+    for begin in range(0, n, REBUILD_SLICE):
+        rows = min(REBUILD_SLICE, n - begin)
+        block = np.frombuffer(spill.read(rows * dim * 4), dtype=np.float32).reshape(rows, dim)
+        picked = _within(positions, slice(begin, begin + rows))
+        out[got : got + len(picked)] = block[picked]
+        got += len(picked)
+    return out
+
+
+def _reserve_lists(index, spill, n: int, dim: int) -> None:
+    """Give each inverted list of a trained, empty IVF index room for exactly the
+    vectors of file ``spill`` it will receive: grown by appends, the lists would double
+    their buffers and leave the old ones behind in the heap (about 1.4 times the
+    vectors in all)."""
+    import faiss
+    import numpy as np
+
+    ivf = faiss.try_extract_index_ivf(index)
+    if ivf is None or ivf.ntotal or ivf.d != dim:  # none, filled, or behind a transform
+        return
+    lists = faiss.downcast_InvertedLists(ivf.invlists)
+    if not isinstance(lists, faiss.ArrayInvertedLists):
+        return
+    counts = np.zeros(ivf.nlist, dtype=np.int64)
+    for begin in range(0, n, REBUILD_SLICE):
+        rows = min(REBUILD_SLICE, n - begin)
+        block = np.frombuffer(spill.read(rows * dim * 4), dtype=np.float32).reshape(rows, dim)
+        counts += np.bincount(ivf.quantizer.assign(block, 1).ravel(), minlength=ivf.nlist)
+    for list_no in np.flatnonzero(counts):
+        lists.resize(int(list_no), int(counts[list_no]))  # allocated at this size...
+        lists.resize(int(list_no), 0)  # ...and kept when emptied: appends then fit
+
+
+def _append_flat(index, ids: np.ndarray, spill) -> None:
+    """Append the vectors in file ``spill`` to an ``IDMap2,Flat`` index: its buffer is
+    resized once to the exact size and read into, instead of grown by ``add_with_ids``
+    (which doubles it, briefly holding the old and the new buffer)."""
+    import faiss
+    import numpy as np
+
+    inner = faiss.downcast_index(index.index)
+    n0, m, row = int(inner.ntotal), len(ids), int(inner.code_size)
+    inner.codes.resize((n0 + m) * row)
+    codes = faiss.rev_swig_ptr(inner.codes.data(), (n0 + m) * row)
+    step = REBUILD_SLICE * row
+    for begin in range(n0 * row, (n0 + m) * row, step):
+        want = min(step, (n0 + m) * row - begin)
+        if spill.readinto(memoryview(codes[begin : begin + want])) != want:
+            raise RuntimeError("the spilled vectors are shorter than their ids")
+    index.id_map.resize(n0 + m)
+    faiss.rev_swig_ptr(index.id_map.data(), n0 + m)[n0:] = ids.astype(np.int64)
+    inner.ntotal = index.ntotal = n0 + m
+    index.construct_rev_map()
 
 
 def auto_index_type(n: int, flat_max: int = FLAT_MAX) -> str:

@@ -282,6 +282,7 @@ class IndexWriter(FileWriter):
             self.info = dataclasses.replace(
                 info, index_type=self.vectors.index_type, search_params=self.vectors.search_params
             )
+        self.vectors.spill_to(root)  # new vectors wait on disk until the commit
         self.files: dict[str, str] = {}
         # path -> (size, mtime_ns, indexed_at): lets an unchanged file skip hashing
         self.stats: dict[str, tuple[int, int, float]] = {}
