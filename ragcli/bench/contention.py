@@ -34,6 +34,9 @@ from ..config import Settings
 from ..cpus import CpuSampler, allowed_cpus, physical_cores
 from ..errors import RagError, UsageError
 from .prefill import rounded, sample_text
+from .shown import CONTENTION_MARK_END as MARK_END
+from .shown import CONTENTION_MARK_START as MARK_START
+from .shown import QUICK_MAX_TOKENS, QUICK_PROMPT_TOKENS
 
 if TYPE_CHECKING:
     import numpy as np
@@ -43,8 +46,6 @@ if TYPE_CHECKING:
 
 PROMPT_TOKENS = 900
 MAX_TOKENS = 64
-QUICK_PROMPT_TOKENS = 64
-QUICK_MAX_TOKENS = 4
 QUESTION = "Summarize what the context says, in detail."
 # scenario: (busy processes beside, processes of the benchmark at once)
 SCENARIOS: dict[str, tuple[int, int]] = {
@@ -57,8 +58,6 @@ MODES = ("adaptive", "fixed")
 GOALS = (("1 busy", "prefill", 0.45), ("1 busy", "decode", 0.45), ("2 at once", "decode", 0.40))
 SPIN = "while True: pass"
 RUN_TIMEOUT_S = 1800
-MARK_START = "<!-- contention-report:start -->"
-MARK_END = "<!-- contention-report:end -->"
 
 
 @dataclass

@@ -29,21 +29,18 @@ from typing import TYPE_CHECKING, Any
 
 from ..config import Settings
 from ..errors import ModelError, UsageError
+from .shown import CACHED_SUFFIX, MAX_AUTO_REPS, MIN_AUTO_REPS, SPREAD_LIMIT
+from .shown import PREFILL_MARK_END as MARK_END
+from .shown import PREFILL_MARK_START as MARK_START
 
 if TYPE_CHECKING:
     from ..llm.llama import LlamaEngine
 
 MIN_LENGTH = 64
-CACHED_SUFFIX = 32  # tokens prefilled after a restored prefix in the "cached" series
 CTX_MARGIN = 16  # the context holds the longest prompt and this many positions more
-SPREAD_LIMIT = 0.10  # a length is noisy when its repetitions' IQR exceeds this share of the median
-MIN_AUTO_REPS = 3
-MAX_AUTO_REPS = 9
 SERIES = ("cold", "bare", "cached")
 MONOTONE_SERIES = ("cold", "bare")  # cached is mostly a state load: flat by design
 TERMS = ("fixed", "weights", "attention")  # a, b·L, c·L²
-MARK_START = "<!-- prefill-report:start -->"
-MARK_END = "<!-- prefill-report:end -->"
 
 
 # -- statistics of one series at one length -----------------------------------

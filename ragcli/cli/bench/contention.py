@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ...bench import contention
+from ...bench import shown
 from ..errors import handle_errors
 from ..options import JsonOpt, ModelOpt, QuietOpt, settings
 from ..output import display_path, print_json, stdout_console
 from .common import status_line
+
+if TYPE_CHECKING:
+    from ...bench.contention import ContentionRun
 
 
 @handle_errors
@@ -25,7 +28,7 @@ def contention_command(
         typer.Option(
             "--quick",
             help=f"A functional check, not a measurement: a bare prompt of about "
-            f"{contention.QUICK_PROMPT_TOKENS} tokens, {contention.QUICK_MAX_TOKENS} decoded, "
+            f"{shown.QUICK_PROMPT_TOKENS} tokens, {shown.QUICK_MAX_TOKENS} decoded, "
             "one repetition.",
         ),
     ] = False,
@@ -33,7 +36,7 @@ def contention_command(
         Path | None,
         typer.Option(
             "--markdown",
-            help=f"Also write the table into the {contention.MARK_START} section of this file "
+            help=f"Also write the table into the {shown.CONTENTION_MARK_START} section of this file "
             "(added at its end when it has none).",
             show_default=False,
         ),
@@ -47,6 +50,8 @@ def contention_command(
     """
     import shlex
     import sys
+
+    from ...bench import contention
 
     if markdown is not None:
         contention.check_markdown(markdown)
@@ -65,7 +70,7 @@ def contention_command(
         stdout_console().print(f"table written to {display_path(markdown)}")
 
 
-def print_table(run: contention.ContentionRun) -> None:
+def print_table(run: ContentionRun) -> None:
     """The cells, then whether each goal of issue #29 is met."""
     from rich import box
     from rich.table import Table

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from ...bench import prefill
+from ...bench import shown
 from ...errors import UsageError
 from ..errors import handle_errors, warn
 from ..options import JsonOpt, QuietOpt, settings
@@ -63,8 +63,8 @@ def prefill_command(
         str,
         typer.Option(
             "--reps",
-            help=f"Repetitions per length, or auto: {prefill.MIN_AUTO_REPS} and more until the "
-            f"spread is under {prefill.SPREAD_LIMIT:.0%} (at most {prefill.MAX_AUTO_REPS}).",
+            help=f"Repetitions per length, or auto: {shown.MIN_AUTO_REPS} and more until the "
+            f"spread is under {shown.SPREAD_LIMIT:.0%} (at most {shown.MAX_AUTO_REPS}).",
         ),
     ] = "3",
     plot: Annotated[
@@ -77,7 +77,7 @@ def prefill_command(
         Path | None,
         typer.Option(
             "--markdown",
-            help=f"Also write the table into the {prefill.MARK_START} section of this file.",
+            help=f"Also write the table into the {shown.PREFILL_MARK_START} section of this file.",
             show_default=False,
         ),
     ] = None,
@@ -96,6 +96,8 @@ def prefill_command(
     """Time prefill at 64, 128, 256, ... tokens: cold, bare llama_decode, cached prefix."""
     import shlex
     import sys
+
+    from ...bench import prefill
 
     n_reps = _reps(reps)
     if plot is not None:
@@ -148,7 +150,7 @@ def prefill_command(
             f"load average {report.load_before:.2f} before, {report.load_max:.2f} at most"
         )
     console.print(
-        f"cached = restore the saved state of all but the last {prefill.CACHED_SUFFIX} tokens, "
+        f"cached = restore the saved state of all but the last {shown.CACHED_SUFFIX} tokens, "
         "then prefill those"
     )
     for path, what in ((plot, "plot"), (markdown, "table")):
