@@ -1,7 +1,10 @@
 """The FAISS vector index of a folder store: type choice by size, rebuilds, and the
 calibration of search parameters.
 
-FAISS is imported on first use, so importing this module is cheap.
+This module is long because one class holds all the state of the vectors a writer
+changes: the index and its type, the vectors waiting on disk for the commit, and the
+rebuild into another type with its training sample; split, each part would reach into
+the others. FAISS is imported on first use, so importing this module is cheap.
 """
 
 from __future__ import annotations

@@ -55,7 +55,9 @@ class _Retriever:
         self.hits: list[Hit] = []
 
     def search(self, question: str, k: int):
-        return SimpleNamespace(hits=self.hits[:k], embed_ms=0.0, search_ms=0.0, vector=None)
+        return SimpleNamespace(
+            hits=self.hits[:k], embed_ms=0.0, search_ms=0.0, vector=None, generation=""
+        )
 
     def close(self) -> None:
         pass
@@ -64,15 +66,10 @@ class _Retriever:
 @pytest.fixture(scope="module")
 def asker(embedder):
     engine = _Engine()
-
-    class FakeAsker(Asker):
-        def _load_engine(self):
-            return engine
-
     # min_score below any cosine: the model always runs, so the rule always decides.
     # No answer cache: every case must reach the rule, not an earlier case's answer.
     settings = load_settings({"min_score": -1.0, "use_cache": False, "answer_cache": False})
-    a = FakeAsker(settings, retriever=_Retriever(embedder))
+    a = Asker(settings, retriever=_Retriever(embedder), engine=engine)  # the engine seam
     yield a, engine
     a.close()
 
