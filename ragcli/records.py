@@ -3,13 +3,15 @@
 :class:`SourceFile` (a file found) -> :class:`Document` (its visible text) ->
 :class:`Chunk` (one passage) -> :class:`StoredChunk` (a passage with its id in a
 store) -> :class:`Hit` (a passage retrieved for a question). Plain data: this module
-imports nothing else of ragcli, so every layer can use it.
+imports only the citation format (:mod:`ragcli.citations`), so every layer can use it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from .citations import cite, location
 
 
 @dataclass(frozen=True)
@@ -75,7 +77,7 @@ class Hit:
     def citation(self) -> str:
         """The location and, when the document has headings, the section it is in."""
         c = self.chunk
-        return _cite(location(c.path, c.start_line, c.end_line, c.page), c.heading)
+        return cite(location(c.path, c.start_line, c.end_line, c.page), c.heading)
 
     def as_dict(self) -> dict[str, str | int | float | None]:
         """One passage in every JSON the front ends write (CLI, HTTP, MCP)."""
@@ -92,22 +94,3 @@ class Hit:
             "similarity": round(self.similarity, 4),
             "text": c.text,
         }
-
-
-def location(path: str, start_line: int, end_line: int, page: int | None) -> str:
-    """``path:page N`` for paged documents, else ``path:start-end``."""
-    return f"{path}:page {page}" if page else f"{path}:{start_line}-{end_line}"
-
-
-def citation(source: dict) -> str:
-    """A source as :meth:`Hit.as_dict` writes it, cited: location, then section if any.
-
-    Works on the JSON form so that a client printing a server's answer cites exactly as
-    the command does in-process.
-    """
-    where = location(source["path"], source["start_line"], source["end_line"], source["page"])
-    return _cite(where, source.get("heading", ""))
-
-
-def _cite(where: str, heading: str) -> str:
-    return f"{where} — {heading}" if heading else where

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..records import citation
+from ..citations import citation
 
 
 def display_path(path: str | Path) -> str:

@@ -25,9 +25,9 @@ from starlette.routing import Route
 
 from .. import __version__
 from ..answer.batch import MAX_QUESTION_CHARS, check_question
+from ..citations import citation
 from ..config import RETRIEVERS
 from ..errors import ExitCode, RagError
-from ..records import citation
 from .locate import identity
 from .service import Busy, Gone, Job, Service
 
