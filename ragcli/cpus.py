@@ -112,3 +112,14 @@ class CpuSampler:
         except (OSError, ValueError):
             return None
         return time.monotonic(), busy, time.process_time()
+
+
+def cpu_name() -> str:
+    """The CPU's model name as Linux reports it, for benchmark reports."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown"

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from ..config import Settings
-from ..cpus import CpuSampler, allowed_cpus, physical_cores
+from ..cpus import CpuSampler, allowed_cpus, cpu_name, physical_cores
 from ..errors import RagError, UsageError
 from .prefill import rounded, sample_text
 from .shown import CONTENTION_MARK_END as MARK_END
@@ -199,16 +199,6 @@ def run_worker(spec: dict[str, Any], ready: IO[str], go: IO[str]) -> dict[str, A
 
 
 # -- the parent: scenarios of fresh processes ----------------------------------
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown"
-
-
 def _stop(procs: list[subprocess.Popen]) -> None:
     for p in procs:
         if p.poll() is None:
@@ -311,7 +301,7 @@ def contention_bench(
         cpus=len(allowed_cpus()),
         physical_cores=physical_cores(),
         threads=settings.threads,
-        cpu=_cpu_name(),
+        cpu=cpu_name(),
         prompt_tokens=first["prompt_tokens"],
         max_tokens=spec["max_tokens"],
         reps=reps,

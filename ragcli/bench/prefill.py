@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..config import Settings
+from ..cpus import cpu_name
 from ..errors import ModelError, UsageError
 from .shown import CACHED_SUFFIX, MAX_AUTO_REPS, MIN_AUTO_REPS, SPREAD_LIMIT
 from .shown import PREFILL_MARK_END as MARK_END
@@ -320,16 +321,6 @@ def _load() -> float:
         return float("nan")
 
 
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown"
-
-
 # -- measuring -----------------------------------------------------------------
 def sweep_lengths(max_len: int, n_ctx: int) -> list[int]:
     """64, 128, 256, ... up to min(max_len, n_ctx - 16), ending on that limit."""
@@ -537,7 +528,7 @@ def prefill_run(
         started=started.strftime("%Y-%m-%d %H:%M UTC"),
         seconds=time.perf_counter() - t0,
         cores=os.cpu_count() or 1,
-        cpu=_cpu_name(),
+        cpu=cpu_name(),
         command=command,
     )
 
