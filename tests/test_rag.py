@@ -86,14 +86,11 @@ def test_an_engine_passed_in_answers_and_stays_the_callers(corpus_index):
 
 
 def _prompt(engine):
-    from ragcli.answer.prompt import chat_prompt, completion_prompt
+    from ragcli.answer.prompt import engine_prompt
 
-    context = ["The ferry leaves Quillmoor at nine."]
-    if engine.chat_template:
-        return chat_prompt(
-            "When does the ferry leave?", context, engine.chat_template, engine.bos, engine.eos
-        )
-    return completion_prompt("When does the ferry leave?", context)
+    return engine_prompt(
+        "When does the ferry leave?", ["The ferry leaves Quillmoor at nine."], engine
+    )
 
 
 def test_an_index_without_its_first_commit_is_not_there_yet(tmp_path, docs):

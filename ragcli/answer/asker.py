@@ -38,9 +38,8 @@ from .prompt import (
     LIST_HINT,
     PROMPT_VERSION,
     Prompt,
-    chat_prompt,
     clean_answer,
-    completion_prompt,
+    engine_prompt,
     is_refusal,
 )
 from .retrieval import Retriever
@@ -264,10 +263,7 @@ class Asker:
         return self._engine_future is not None and self._engine_future.done()
 
     def build_prompt(self, question: str, context: list[str]) -> Prompt:
-        eng = self.engine
-        if eng.chat_template:
-            return chat_prompt(question, context, eng.chat_template, eng.bos, eng.eos)
-        return completion_prompt(question, context)
+        return engine_prompt(question, context, self.engine)
 
     def ask(self, question: str, on_text: OnText | None = None) -> Answer:
         """Retrieve, generate, then apply the rules; never raises for "no answer"."""

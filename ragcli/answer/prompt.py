@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from ..llm.base import Prompt
+from ..llm.base import Engine, Prompt
 from .shapes import kind
 
 # Asked "how many", a 1.5B model answers with a number it guesses; asked to list, it copies
@@ -190,3 +190,11 @@ def clean_answer(raw: str) -> str:
 
 def is_refusal(answer: str) -> bool:
     return not answer.strip() or bool(_IDK_RE.match(answer))
+
+
+def engine_prompt(question: str, context: Sequence[str], engine: Engine) -> Prompt:
+    """The prompt ``engine`` reads: its chat template when the model has one, else the
+    few-shot completion prompt."""
+    if engine.chat_template:
+        return chat_prompt(question, context, engine.chat_template, engine.bos, engine.eos)
+    return completion_prompt(question, context)

@@ -125,17 +125,13 @@ def bench_prompt(engine: LlamaEngine, target: int, as_asked: bool = True) -> Pro
     past, with no stop strings. ``as_asked``: laid out as `rag ask` lays out its prompt
     for this model (instructions and examples first: some 250 tokens at least); else
     the sentences and the question alone, for a quick check."""
-    from ..answer.prompt import chat_prompt, completion_prompt, context_text
+    from ..answer.prompt import context_text, engine_prompt
     from ..llm.base import Prompt
 
     def build(context: list[str]) -> Prompt:
         if not as_asked:
             return Prompt(("Context: ", context_text(context), f"\nQuestion: {QUESTION}\n"), ())
-        if engine.chat_template:
-            p = chat_prompt(QUESTION, context, engine.chat_template, engine.bos, engine.eos)
-        else:
-            p = completion_prompt(QUESTION, context)
-        return Prompt(p.segments, stop=())
+        return Prompt(engine_prompt(QUESTION, context, engine).segments, stop=())
 
     text = " ".join(sample_text().split())
     sentences = [s for s in re.split(r"(?<=[.!?])\s+", text) if len(s.split()) >= 4]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from ragcli.answer import copying
-from ragcli.answer.prompt import IDK, chat_prompt, completion_prompt
+from ragcli.answer.prompt import IDK, engine_prompt
 from ragcli.config import load_settings
 from ragcli.errors import ModelError
 from ragcli.llm.base import Engine
@@ -31,9 +31,7 @@ def engine(request, tmp_path):
 
 
 def _prompt(engine: Engine):
-    if engine.chat_template:
-        return chat_prompt(QUESTION, CONTEXT, engine.chat_template, engine.bos, engine.eos)
-    return completion_prompt(QUESTION, CONTEXT)
+    return engine_prompt(QUESTION, CONTEXT, engine)
 
 
 def test_generates_streams_and_reports(engine: Engine):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ragcli.answer.prompt import chat_prompt, completion_prompt
+from ragcli.answer.prompt import engine_prompt
 from ragcli.llm.kv_cache import PrefixCache, engine_fingerprint
 from ragcli.llm.llama import LlamaEngine
 from ragcli.models import generation_model
@@ -26,9 +26,7 @@ QUESTIONS = ["When did Apollo 11 land on the Moon?", "Who stayed in orbit in the
 
 
 def _prompt(engine: LlamaEngine, question: str, passages: list[str]):
-    if engine.chat_template:
-        return chat_prompt(question, passages, engine.chat_template, engine.bos, engine.eos)
-    return completion_prompt(question, passages)
+    return engine_prompt(question, passages, engine)
 
 
 def _models(cache_dir: Path) -> list:
