@@ -2,23 +2,27 @@
 calibration of search parameters.
 
 This module is long because one class holds all the state of the vectors a writer
-changes: the index and its type, the vectors waiting on disk for the commit, and the
-rebuild into another type with its training sample; split, each part would reach into
-the others. FAISS is imported on first use, so importing this module is cheap.
+changes: the index and its type, the vectors waiting on disk for the commit, the file an
+IVF-Flat index is mapped from and rewritten to list by list (the bytes are written by
+``ivf_stream``), and the rebuild into another type with its training sample; split,
+each part would reach into the others. FAISS is imported on first use, so importing this module is cheap.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import os
 import re
+import shutil
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from ..errors import ConfigError
+from . import ivf_stream
 from .base import AUTO
 
 if TYPE_CHECKING:
@@ -45,6 +49,7 @@ TRAIN_PER_LIST = 64  # more only slows training
 CALIBRATION_RECALL = 0.99
 CALIBRATION_QUERIES = 200
 REBUILD_SLICE = 32_768  # vectors moved at a time by a rebuild
+STREAM_SLICE = 8_192  # vectors at a time by a build written to disk (12 MB of 384-d)
 # Floors, as a margin: on clustered vectors IVF lists match the clusters so well that one
 # probe passes the sample, yet a question lies further from its passages than they do
 # from each other. Below these the search costs well under a millisecond anyway.
@@ -73,6 +78,12 @@ class VectorIndex:
         self._spill = None
         self._spill_ids: list[np.ndarray] = []
         self._pending = 0
+        # The file a read-only, memory-mapped index was read from (same bytes): read
+        # whole from there the first time the index must change in place.
+        self._mapped: Path | None = None
+        # A file :meth:`finalize` wrote the index to, list by list, which :meth:`save`
+        # moves into place (the mapped index is read from it).
+        self._built: Path | None = None
 
     @classmethod
     def create(cls, dim: int, index_type: str = "Flat") -> VectorIndex:
@@ -87,11 +98,13 @@ class VectorIndex:
         import faiss
 
         if mmap:
-            flags = getattr(faiss, "IO_FLAG_MMAP_IFC", faiss.IO_FLAG_MMAP) | faiss.IO_FLAG_READ_ONLY
             try:
-                return cls(faiss.read_index(str(path), flags), index_type, search_params)
+                index = cls(_read_mapped(path), index_type, search_params)
             except RuntimeError:
                 pass  # an index type that cannot be mapped: read it whole
+            else:
+                index._mapped = path
+                return index
         return cls(faiss.read_index(str(path)), index_type, search_params)
 
     def __len__(self) -> int:
@@ -111,6 +124,8 @@ class VectorIndex:
         import numpy as np
 
         if self._spill_dir is None:
+            if self._mapped is not None:
+                self._materialize()
             self._index.add_with_ids(vectors, ids)
             return
         if self._spill is None:
@@ -121,7 +136,35 @@ class VectorIndex:
         self._pending += len(ids)
 
     def _settle(self) -> None:
-        """Move the spilled vectors into the FAISS index."""
+        """Move the spilled vectors into the FAISS index, and the removals recorded while
+        it was mapped: a mapped index is read whole first (it cannot change in place)."""
+        if self._mapped is not None and (self._spill is not None or self._dropped):
+            self._materialize()
+        self._add_spilled()
+
+    def _materialize(self) -> None:
+        """Replace the mapped index by a copy in memory read from its file, with the
+        removals recorded while it was mapped (an index that cannot remove keeps them
+        for its next rebuild)."""
+        import faiss
+        import numpy as np
+
+        path, self._mapped = self._mapped, None
+        self._index = faiss.read_index(str(path))
+        self._forget_build()
+        self._add_spilled()  # before the removals, which may name spilled vectors
+        if self._dropped:
+            with contextlib.suppress(RuntimeError):
+                self._index.remove_ids(np.fromiter(self._dropped, dtype=np.int64))
+                self._dropped = set()
+
+    def _forget_build(self) -> None:
+        """Delete the file an unsaved streamed build left, once the index no longer is it."""
+        if self._built is not None:
+            self._built.unlink(missing_ok=True)
+            self._built = None
+
+    def _add_spilled(self) -> None:
         import numpy as np
 
         if self._spill is None:
@@ -144,6 +187,9 @@ class VectorIndex:
 
         arr = np.fromiter(ids, dtype=np.int64)
         if not len(arr):
+            return
+        if self._mapped is not None:  # left out when the index is next written or read whole
+            self._dropped.update(int(i) for i in arr)
             return
         self._settle()
         try:
@@ -192,9 +238,11 @@ class VectorIndex:
         """Before a save: rebuild into the type ``info.index_spec`` asks for at this size,
         set the search parameters, and return ``info`` saying what the file holds."""
         want = self.target_type(info.index_spec, flat_max)
-        self._settle()
-        if want != self.index_type or self._dropped:
-            self._rebuild(want)
+        changed = self._spill is not None or bool(self._dropped)
+        if not (want != self.index_type or changed) or not self._stream(want):
+            self._settle()
+            if want != self.index_type or self._dropped:
+                self._rebuild(want)
         return dataclasses.replace(
             info,
             index_type=self.index_type,
@@ -270,7 +318,8 @@ class VectorIndex:
         elif knob[0]:  # too few vectors to measure: the widest search tried
             faiss.ParameterSpace().set_index_parameter(new, knob[0], knob[1][-1])
         self._index, self.index_type, self._dropped = new, index_type, set()
-        self.search_params = params
+        self.search_params, self._mapped = params, None
+        self._forget_build()
 
     def contents(self) -> tuple[np.ndarray, np.ndarray]:
         """(ids, vectors) of everything the index holds, in storage order."""
@@ -280,14 +329,181 @@ class VectorIndex:
     def save(self, path: Path) -> None:
         import faiss
 
-        self._settle()
-        if self._dropped:
-            self._rebuild(self.index_type)
+        if self._spill is not None or self._dropped:
+            self._stream(self.index_type)  # no-op unless it can write the lists itself
         tmp = path.with_name(path.name + ".tmp")
-        faiss.write_index(self._index, str(tmp))
+        if self._built is not None:
+            tmp = self._built
+        elif self._mapped is not None and self._spill is None and not self._dropped:
+            shutil.copyfile(self._mapped, tmp)  # through the page cache, not this process
+        else:
+            self._settle()
+            if self._dropped:
+                self._rebuild(self.index_type)
+            faiss.write_index(self._index, str(tmp))
         with tmp.open("rb") as fh:
             os.fsync(fh.fileno())
         os.replace(tmp, path)
+        if self._mapped is not None:  # the same bytes, and a file this writer keeps
+            self._mapped, self._built = path, None
+
+    def _stream(self, index_type: str) -> bool:
+        """Build ``index_type`` from this index's vectors and the spilled ones straight into
+        a file beside the index, list by list (:mod:`ivf_stream`), then map that file;
+        False, with nothing changed, when this cannot be done: no spill directory, not an
+        IVF-Flat type, or too few vectors to train.
+
+        Memory holds the training sample, a list number per vector and a slice of
+        vectors at a time, never the lists: at the commit of a 200 MB text file that
+        is some 150 MB instead of 564 MB of vectors. The new type is trained and its
+        nprobe calibrated as :meth:`_rebuild` does; the same type keeps its quantizer.
+        """
+        import faiss
+        import numpy as np
+
+        if self._spill_dir is None:
+            return False
+        retrain = index_type != self.index_type
+        if retrain:
+            new = _new_faiss_index(int(self._index.d), index_type)
+        else:
+            old = faiss.try_extract_index_ivf(self._index)
+            if old is None or type(old) is not faiss.IndexIVFFlat:
+                return False
+            new = ivf_stream.empty_copy(old)
+        if not ivf_stream.writable(new):
+            return False
+        rows = _Rows(self)
+        n = rows.n
+        knob = _search_knob(new)
+        held = _calibration_sample(n) if retrain and knob[0] else np.zeros(0, np.int64)
+        sample = np.zeros(0, np.int64) if new.is_trained else _training_positions(n, new)
+        queries, train_rows = rows.at(held, sample)
+        if len(sample):
+            try:
+                new.train(train_rows)
+            except RuntimeError:  # too few vectors for this type: the ordinary path decides
+                return False
+        del train_rows
+        # A list number for each vector, and the exact neighbours of the held-out ones.
+        list_nos = np.empty(n, dtype=np.int64)
+        nearest = _TopK(queries, min(10, n - len(held)))
+        for begin, ids, block in rows.slices():
+            span = slice(begin, begin + len(ids))
+            list_nos[span] = new.quantizer.assign(block, 1).ravel()
+            nearest.update(block, np.arange(span.start, span.stop), exclude=_within(held, span))
+        params = self.search_params if not retrain else ""
+        if len(held):
+            found = nearest.found
+            truth = np.where(found >= 0, list_nos[np.maximum(found, 0)], -1)
+            nprobe, recall = _pick(
+                knob[1], lambda p: ivf_stream.probe_recall(new.quantizer, queries, truth, p)
+            )
+            new.nprobe = nprobe
+            params = f"{_search_params(new)}, held-out recall@10 {recall:.3f}"
+        elif retrain and knob[0]:  # too few vectors to measure: the widest search tried
+            new.nprobe = knob[1][-1]
+        fd, name = tempfile.mkstemp(prefix="vectors-", suffix=".faiss.new", dir=self._spill_dir)
+        built = Path(name)
+        try:
+            with os.fdopen(fd, "wb"):
+                ivf_stream.write(fd, new, lambda: (s[1:] for s in rows.slices()), list_nos)
+            mapped = _read_mapped(built)
+        except BaseException:
+            built.unlink(missing_ok=True)
+            raise
+        rows = None
+        self._forget_build()  # an earlier build of this index, never saved
+        if self._spill is not None:
+            self._spill.close()
+        self._spill, self._spill_ids, self._pending = None, [], 0
+        self._index, self._mapped, self._built = mapped, built, built
+        self.index_type, self._dropped, self.search_params = index_type, set(), params
+        return True
+
+
+def maps_when_writing(index_type: str) -> bool:
+    """Whether a writer keeps an index of this type mapped from its file instead of read
+    whole: IVF-Flat, whose lists a commit rewrites from the file (see ``_stream``)."""
+    return re.fullmatch(r"IVF\d+(_HNSW\d+)?,Flat", index_type) is not None
+
+
+def _read_mapped(path: Path):
+    """The index in file ``path``, its vectors mapped, not read (RuntimeError if its
+    type cannot be mapped)."""
+    import faiss
+
+    flags = getattr(faiss, "IO_FLAG_MMAP_IFC", faiss.IO_FLAG_MMAP) | faiss.IO_FLAG_READ_ONLY
+    return faiss.read_index(str(path), flags)
+
+
+class _Rows:
+    """The vectors a build written to disk takes, a slice at a time and always in the
+    same order: the index's own in storage order, then the spilled ones; the removed
+    ones left out."""
+
+    def __init__(self, vectors: VectorIndex) -> None:
+        import numpy as np
+
+        self.index, self.dim = vectors._index, int(vectors._index.d)
+        self.ids = _stored_ids(self.index)
+        self.spill = vectors._spill
+        self.spill_ids = (
+            np.concatenate(vectors._spill_ids) if vectors._spill_ids else np.zeros(0, np.int64)
+        )
+        dropped = np.fromiter(vectors._dropped, dtype=np.int64)
+        self.keep = ~np.isin(self.ids, dropped) if len(dropped) else None
+        self.spill_keep = ~np.isin(self.spill_ids, dropped) if len(dropped) else None
+        self.n = sum(
+            len(ids) if keep is None else int(keep.sum())
+            for ids, keep in ((self.ids, self.keep), (self.spill_ids, self.spill_keep))
+        )
+
+    def slices(self) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+        """(position of the first row, ids, vectors) of each slice."""
+        import numpy as np
+
+        pos = 0
+        for ids, keep, read in (
+            (self.ids, self.keep, self._stored),
+            (self.spill_ids, self.spill_keep, self._spilled),
+        ):
+            for begin in range(0, len(ids), STREAM_SLICE):
+                end = min(begin + STREAM_SLICE, len(ids))
+                block, block_ids = read(begin, end), ids[begin:end]
+                if keep is not None and not keep[begin:end].all():
+                    block, block_ids = block[keep[begin:end]], block_ids[keep[begin:end]]
+                if len(block_ids):
+                    yield pos, block_ids, np.ascontiguousarray(block, dtype=np.float32)
+                pos += len(block_ids)
+
+    def _stored(self, begin: int, end: int) -> np.ndarray:
+        import numpy as np
+
+        return _vectors_at(self.index, self.ids, np.arange(begin, end))
+
+    def _spilled(self, begin: int, end: int) -> np.ndarray:
+        import numpy as np
+
+        row = self.dim * 4
+        data = os.pread(self.spill.fileno(), (end - begin) * row, begin * row)
+        if len(data) != (end - begin) * row:
+            raise RuntimeError("the spilled vectors are shorter than their ids")
+        return np.frombuffer(data, dtype=np.float32).reshape(end - begin, self.dim)
+
+    def at(self, *positions: np.ndarray) -> list[np.ndarray]:
+        """The rows at each array of sorted positions, gathered in one pass."""
+        import numpy as np
+
+        out = [np.empty((len(p), self.dim), dtype=np.float32) for p in positions]
+        if not any(len(p) for p in positions):
+            return out
+        for begin, ids, block in self.slices():
+            span = slice(begin, begin + len(ids))
+            for p, o in zip(positions, out, strict=True):
+                lo, hi = p.searchsorted([span.start, span.stop])
+                o[lo:hi] = block[p[lo:hi] - begin]
+        return out
 
 
 def _is_flat(index) -> bool:
@@ -575,13 +791,24 @@ def _calibrate(index, queries: np.ndarray, truth: list[set[int]]) -> float:
     name, values = _search_knob(index)
     k = max(1, max(len(t) for t in truth))
     space = faiss.ParameterSpace()
-    best = recall = 0.0
-    for value in values:
+
+    def recall_at(value: int) -> float:
         space.set_index_parameter(index, name, value)
         found = index.search(queries, k)[1]
         hits = sum(len(t & set(row.tolist())) for t, row in zip(truth, found, strict=True))
-        recall = hits / max(1, sum(len(t) for t in truth))
+        return hits / max(1, sum(len(t) for t in truth))
+
+    return _pick(values, recall_at)[1]
+
+
+def _pick(values: list[int], recall_at: Callable[[int], float]) -> tuple[int, float]:
+    """The first of ``values`` (in rising order) whose recall reaches CALIBRATION_RECALL,
+    or where the next step gained little; the last value tried is the one left set."""
+    best = recall = 0.0
+    value = values[-1]
+    for value in values:
+        recall = recall_at(value)
         if recall >= CALIBRATION_RECALL or recall - best < 0.002:
             break
         best = recall
-    return recall
+    return value, recall

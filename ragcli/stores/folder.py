@@ -42,7 +42,7 @@ from ..errors import (
 )
 from ..records import Chunk, SourceFile, StoredChunk
 from .base import AUTO, FileWriter, IndexInfo, check_format, lexical_terms
-from .faiss_index import VectorIndex, check_index_type
+from .faiss_index import VectorIndex, check_index_type, maps_when_writing
 
 if TYPE_CHECKING:
     import numpy as np
@@ -278,7 +278,7 @@ class IndexWriter(FileWriter):
             db.execute("DELETE FROM files")
             self.vectors = VectorIndex.create(info.embed_dim, info.index_type)
         else:
-            self.vectors = _load_vectors(db, root, mmap=False)
+            self.vectors = _load_vectors(db, root, mmap=None)
             self.info = dataclasses.replace(
                 info, index_type=self.vectors.index_type, search_params=self.vectors.search_params
             )
@@ -453,7 +453,9 @@ def _read_info(db: sqlite3.Connection, root: Path) -> IndexInfo:
     return info
 
 
-def _load_vectors(db: sqlite3.Connection, root: Path, mmap: bool) -> VectorIndex:
+def _load_vectors(db: sqlite3.Connection, root: Path, mmap: bool | None) -> VectorIndex:
+    """The vectors the last commit names; ``mmap=None``: as a writer wants them (mapped
+    when a commit rewrites them from the file, else read whole to change in place)."""
     try:
         row = db.execute("SELECT value FROM meta WHERE key = 'vectors'").fetchone()
         n_chunks = db.execute("SELECT count(*) FROM chunks").fetchone()[0]
@@ -463,6 +465,8 @@ def _load_vectors(db: sqlite3.Connection, root: Path, mmap: bool) -> VectorIndex
     if row is None:
         raise IndexCorruptError(f"index {root} names no vector file; {_REBUILD}")
     path = root / row[0]
+    if mmap is None:
+        mmap = maps_when_writing(kind)
     try:
         vectors = VectorIndex.load(path, mmap=mmap, index_type=kind, search_params=params)
     except RuntimeError as exc:
