@@ -9,6 +9,7 @@ passages.
     python -m ragcli.bench.memory make 20 /tmp/20mb.md
     python -m ragcli.bench.memory index /tmp/20mb.md [/tmp/200mb.md ...]
     python -m ragcli.bench.memory random DOC INDEX STREAM_BYTES FLAT_MAX  (no model)
+    python -m ragcli.bench.memory random-peaks STREAM_BYTES FLAT_MAX DOC [DOC ...]
 """
 
 from __future__ import annotations
@@ -214,12 +215,30 @@ def index_random(doc: Path, index: Path, stream_bytes: int, flat_max: int) -> in
     return report.chunks_embedded
 
 
+def measure_random(doc: Path, stream_bytes: int, flat_max: int) -> dict:
+    """Peak RSS (MB) and passages of :func:`index_random` on ``doc``, in a fresh process
+    and a fresh index."""
+    with tempfile.TemporaryDirectory(prefix="rag-mem-") as tmp:
+        args = [sys.executable, "-m", "ragcli.bench.memory", "random", str(doc), f"{tmp}/idx"]
+        _, peak, out = run_measured([*args, str(stream_bytes), str(flat_max)], dict(os.environ))
+    return {
+        "file": str(doc),
+        "mb": round(doc.stat().st_size / 1e6, 1),
+        "passages": int(out.strip()),
+        "peak_mb": round(peak),
+    }
+
+
 def main(argv: list[str]) -> int:
     if len(argv) == 3 and argv[0] == "make":
         make_markdown(Path(argv[2]), float(argv[1]))
         return 0
     if len(argv) == 5 and argv[0] == "random":  # DOC INDEX STREAM_BYTES FLAT_MAX
         print(index_random(Path(argv[1]), Path(argv[2]), int(argv[3]), int(argv[4])))
+        return 0
+    if len(argv) >= 4 and argv[0] == "random-peaks":  # STREAM_BYTES FLAT_MAX DOC...
+        for doc in argv[3:]:
+            print(json.dumps(measure_random(Path(doc), int(argv[1]), int(argv[2]))), flush=True)
         return 0
     if len(argv) >= 2 and argv[0] == "index":
         for doc in argv[1:]:
