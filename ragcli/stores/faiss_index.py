@@ -367,10 +367,9 @@ class VectorIndex:
         if retrain:
             new = _new_faiss_index(int(self._index.d), index_type)
         else:
-            old = faiss.try_extract_index_ivf(self._index)
-            if old is None or type(old) is not faiss.IndexIVFFlat:
+            if type(self._index) is not faiss.IndexIVFFlat:
                 return False
-            new = ivf_stream.empty_copy(old)
+            new = ivf_stream.empty_copy(self._index)
         if not ivf_stream.writable(new):
             return False
         rows = _Rows(self)
@@ -385,10 +384,13 @@ class VectorIndex:
             except RuntimeError:  # too few vectors for this type: the ordinary path decides
                 return False
         del train_rows
-        # A list number for each vector, and the exact neighbours of the held-out ones.
+        # A list number for each vector (the same quantizer keeps the stored ones where
+        # they are), and the exact neighbours of the held-out ones.
         list_nos = np.empty(n, dtype=np.int64)
+        if not retrain:
+            list_nos[: rows.n_stored] = rows.stored_lists()
         nearest = _TopK(queries, min(10, n - len(held)))
-        for begin, ids, block in rows.slices():
+        for begin, ids, block in rows.slices(spilled_only=not retrain):
             span = slice(begin, begin + len(ids))
             list_nos[span] = new.quantizer.assign(block, 1).ravel()
             nearest.update(block, np.arange(span.start, span.stop), exclude=_within(held, span))
@@ -454,20 +456,37 @@ class _Rows:
         dropped = np.fromiter(vectors._dropped, dtype=np.int64)
         self.keep = ~np.isin(self.ids, dropped) if len(dropped) else None
         self.spill_keep = ~np.isin(self.spill_ids, dropped) if len(dropped) else None
-        self.n = sum(
-            len(ids) if keep is None else int(keep.sum())
-            for ids, keep in ((self.ids, self.keep), (self.spill_ids, self.spill_keep))
+        self.n_stored = len(self.ids) if self.keep is None else int(self.keep.sum())
+        self.n = self.n_stored + (
+            len(self.spill_ids) if self.spill_keep is None else int(self.spill_keep.sum())
         )
+        self.file = None
+        if vectors._mapped is not None:
+            self.file = ivf_stream.ListFile.of(self.index, vectors._mapped, self.ids)
 
-    def slices(self) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+    def stored_lists(self) -> np.ndarray:
+        """The list of each kept stored vector (an IVF index's own: its storage order
+        is list by list)."""
+        import faiss
+        import numpy as np
+
+        ivf = faiss.extract_index_ivf(self.index)
+        sizes = [ivf.invlists.list_size(no) for no in range(ivf.nlist)]
+        nos = np.repeat(np.arange(ivf.nlist, dtype=np.int64), sizes)
+        return nos if self.keep is None else nos[self.keep]
+
+    def slices(self, spilled_only: bool = False) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
         """(position of the first row, ids, vectors) of each slice."""
         import numpy as np
 
-        pos = 0
-        for ids, keep, read in (
+        parts = [
             (self.ids, self.keep, self._stored),
             (self.spill_ids, self.spill_keep, self._spilled),
-        ):
+        ]
+        pos = 0
+        if spilled_only:
+            parts, pos = parts[1:], self.n_stored
+        for ids, keep, read in parts:
             for begin in range(0, len(ids), STREAM_SLICE):
                 end = min(begin + STREAM_SLICE, len(ids))
                 block, block_ids = read(begin, end), ids[begin:end]
@@ -480,6 +499,8 @@ class _Rows:
     def _stored(self, begin: int, end: int) -> np.ndarray:
         import numpy as np
 
+        if self.file is not None:
+            return self.file.rows(begin, end)
         return _vectors_at(self.index, self.ids, np.arange(begin, end))
 
     def _spilled(self, begin: int, end: int) -> np.ndarray:

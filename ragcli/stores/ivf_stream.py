@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import struct
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -172,3 +173,73 @@ def empty_copy(ivf):
     new.nprobe = ivf.nprobe
     new.set_direct_map_type(ivf.direct_map.type)
     return new
+
+
+class ListFile:
+    """The lists of an IVF-Flat index file read with ``pread``, in storage order (list
+    by list): pages read through the index's memory map would count as this process's
+    memory, the page cache does not.
+
+    The lists are the end of an IVF-Flat file, each list's codes then its ids, so their
+    places follow from the list sizes and the file size alone.
+    """
+
+    def __init__(self, path: Path, sizes: np.ndarray, code_size: int) -> None:
+        import numpy as np
+
+        self.path, self.code_size = path, code_size
+        row = code_size + 8
+        data_at = path.stat().st_size - int(sizes.sum()) * row
+        self.at = data_at + np.concatenate([[0], np.cumsum(sizes * row)[:-1]]).astype(np.int64)
+        self.sizes = sizes
+        self.first = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+
+    @classmethod
+    def of(cls, index, path: Path, ids: np.ndarray) -> ListFile | None:
+        """The lists of mapped IVF-Flat ``index`` in its file ``path``, or None when the
+        file does not hold them as expected (checked against ``ids``, the index's ids in
+        storage order)."""
+        import faiss
+        import numpy as np
+
+        if type(index) is not faiss.IndexIVFFlat or not path.is_file():
+            return None
+        lists = index.invlists
+        sizes = np.array([lists.list_size(no) for no in range(index.nlist)], dtype=np.int64)
+        if int(sizes.sum()) != len(ids):
+            return None
+        found = cls(path, sizes, int(index.code_size))
+        filled = np.flatnonzero(sizes)
+        ends = filled[[0, -1]] if len(filled) else []
+        same = all(
+            np.array_equal(found.ids(no), ids[found.first[no] : found.first[no + 1]]) for no in ends
+        )
+        return found if found.at[0] >= 0 and same else None
+
+    def ids(self, no: int) -> np.ndarray:
+        import numpy as np
+
+        with self.path.open("rb") as fh:
+            at = int(self.at[no]) + int(self.sizes[no]) * self.code_size
+            data = os.pread(fh.fileno(), int(self.sizes[no]) * 8, at)
+        return np.frombuffer(data, dtype=np.int64)
+
+    def rows(self, begin: int, end: int) -> np.ndarray:
+        """The codes (for IVF-Flat: the float32 vectors) at storage positions [begin, end)."""
+        import numpy as np
+
+        out = np.empty((end - begin) * self.code_size, dtype=np.uint8)
+        no = int(np.searchsorted(self.first, begin, side="right")) - 1
+        with self.path.open("rb") as fh:
+            pos = begin
+            while pos < end:
+                hi = min(end, int(self.first[no + 1]))
+                if hi > pos:
+                    want = (hi - pos) * self.code_size
+                    at = int(self.at[no]) + (pos - int(self.first[no])) * self.code_size
+                    view = memoryview(out)[(pos - begin) * self.code_size :][:want]
+                    if os.preadv(fh.fileno(), [view], at) != want:
+                        raise RuntimeError(f"vector file {self.path} is shorter than its lists")
+                    pos = hi
+                no += 1
+        return out.view(np.float32).reshape(end - begin, -1)

@@ -87,6 +87,12 @@ def test_a_streamed_file_searches_as_the_index_faiss_builds(tmp_path: Path, spre
                 index.reconstruct_batch(picked), reference.reconstruct_batch(picked)
             )
     whole = faiss.read_index(str(path))
+    stored = np.concatenate([np.asarray(ids_, dtype=np.int64) for ids_ in _lists(whole)])
+    lists = ivf_stream.ListFile.of(_read_mapped(path), path, stored)
+    assert lists is not None  # the lists read back from the file as the index holds them
+    assert np.array_equal(lists.rows(0, len(x)), whole.reconstruct_batch(stored))
+    assert np.array_equal(lists.rows(5, 2000), whole.reconstruct_batch(stored[5:2000]))
+    assert ivf_stream.ListFile.of(_read_mapped(path), path, stored[::-1]) is None
     whole.remove_ids(ids[:5])  # the direct map is whole: removal by id works
     assert whole.ntotal == len(x) - 5
 
@@ -146,6 +152,7 @@ def test_a_writer_builds_maps_and_keeps_changing_a_streamed_index(tmp_path: Path
         v.add(np.arange(7000, 7500, dtype=np.int64), more)
     assert len(spilled) == len(direct) == 6497
     spilled.save(tmp_path / "vectors-2.faiss")
+    assert spilled._mapped == tmp_path / "vectors-2.faiss"  # rewritten from disk, not read whole
     assert spilled.search(queries, 10) == direct.search(queries, 10)
     assert spilled.search(more[:1], 1)[0][0][0] == 7000
     loaded = VectorIndex.load(tmp_path / "vectors-2.faiss", mmap=False)
