@@ -354,8 +354,9 @@ class VectorIndex:
         IVF-Flat type, or too few vectors to train.
 
         Memory holds the training sample, a list number per vector and a slice of
-        vectors at a time, never the lists: at the commit of a 200 MB text file that
-        is some 150 MB instead of 564 MB of vectors. The new type is trained and its
+        vectors at a time, never the lists: indexing a 200 MB text file peaks at 217 MB
+        (while training on 100 MB of sample), where building the lists in memory took
+        800 MB. The new type is trained and its
         nprobe calibrated as :meth:`_rebuild` does; the same type keeps its quantizer.
         """
         import faiss
