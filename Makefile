@@ -60,10 +60,10 @@ $(PYDOCS):
 # the answerability rule refit on the fit halves and scored on the halves it never saw.
 # Reports in .bench/; figures in docs/BENCHMARKS.md ("Answers grounded by construction").
 ANSWERS := .bench/answers
-RULE_OFF := RAG_CONFIG=$(ANSWERS)/rule-off.toml  # every copied answer kept, with its signals
+RULE_OFF := RAG_CONFIG=$(ANSWERS)/rule-off.toml  # every question to the model, every copied answer kept, with its signals
 bench-answers: install
 	mkdir -p $(ANSWERS)
-	printf 'min_answerable = 0.0\n' > $(ANSWERS)/rule-off.toml
+	printf 'min_answerable = 0.0\nmin_score = 0.0\n' > $(ANSWERS)/rule-off.toml
 	$(BIN)/python -m ragcli.bench.facts $(ANSWERS)/facts
 	$(BIN)/rag index ../shared/eval/pydocs --index .rag-pydocs -q
 	$(BIN)/rag index corpora --index $(ANSWERS)/demo-index -q
@@ -74,6 +74,8 @@ bench-answers: install
 	$(RULE_OFF) $(BIN)/rag eval $(ANSWERS)/facts/questions.jsonl --index $(ANSWERS)/facts-index --json -q > $(ANSWERS)/facts.json
 	$(BIN)/python -m ragcli.bench.answerability dev=$(ANSWERS)/dev.json demo=$(ANSWERS)/demo.json \
 		near=$(ANSWERS)/near.json facts=$(ANSWERS)/facts.json --fit near --fit facts
+	$(BIN)/python -m ragcli.bench.answerability dev=$(ANSWERS)/dev.json demo=$(ANSWERS)/demo.json \
+		near=$(ANSWERS)/near.json facts=$(ANSWERS)/facts.json --fit near --fit facts --unchecked
 
 bench: install $(PYDOCS) bench-answers
 	$(BIN)/rag bench prefill --model qwen2.5-coder-1.5b --model gemma-3-270m --max-len 4096 \

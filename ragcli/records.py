@@ -37,6 +37,9 @@ class Document:
     headings: list[tuple[int, int, str]] = field(default_factory=list)
 
 
+HEADING_SEP = " › "
+
+
 @dataclass(frozen=True)
 class Chunk:
     """One passage and where it came from (1-based, inclusive source lines)."""
@@ -48,7 +51,12 @@ class Chunk:
     text: str
     n_tokens: int
     page: int | None = None  # PDF page of the first line; None for other formats
-    heading: str = ""  # the headings the passage sits under, outermost first
+    heading: str = ""  # the headings the passage sits under, outermost first, HEADING_SEP between
+
+    @property
+    def title(self) -> str:
+        """The outermost heading: the page's title, where the document has one."""
+        return self.heading.split(HEADING_SEP, 1)[0]
 
 
 @dataclass(frozen=True)

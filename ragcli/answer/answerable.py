@@ -3,16 +3,19 @@
 The model's own "I don't know" misses on-topic questions the documents do not answer:
 asked for a third-party function, it copies the standard-library one that sits nearby.
 Copying makes such an answer a real span, so the support rule cannot catch it either.
-What does separate them (docs/BENCHMARKS.md, "Answers grounded by construction") is measured here: how close
-the best sentence is, whether the question's words occur in what was shown or anywhere in
-the passages, how much probability the model gave "I don't know" at the first token, and
-whether the copy constraint had to overrule the model's own choice.
+What the rule weighs is measured here and in answer/verify.py (docs/BENCHMARKS.md, "Answers
+grounded by construction"): how much probability the model gave "I don't know" at the first
+token and to the tokens it copied, whether the answer's sentence names what sets the
+question apart, and the model's replies to two checks. Other signals are recorded for
+study (similarity, the question's words in what was shown, overruled steps).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from .grounding import content_words, found_in, vocabulary
 
@@ -33,25 +36,89 @@ def lexical(question: str, shown: Sequence[str], passages: Sequence[str]) -> dic
     return {"coverage": round(covered / len(words), 4), "missing": float(missing)}
 
 
-# The signals the rule weighs, in order; see :func:`features`. The others that `signals`
-# records (similarity, coverage, missing words, overruled steps) separated nothing on the
-# fit halves of our sets (docs/BENCHMARKS.md, "Answers grounded by construction").
-FEATURES = ("log_idk_prob", "logprob")
-# Fitted by `python -m ragcli.bench.answerability` (docs/BENCHMARKS.md, "Answers grounded by construction").
-WEIGHTS = (-0.8841, 0.9690)
-BIAS = -1.2515
+_NAME = re.compile(r"(?<!^)\b[A-Z][\w'’-]*")
 
 
-def features(signals: dict[str, float]) -> list[float]:
-    """The rule's inputs from an answer's signals: the model's probability of "I don't
-    know" at the first token (log10) and its mean log-probability of the copied tokens."""
-    return [
-        math.log10(signals.get("idk_prob", 0.0) + 1e-6),
-        signals.get("logprob", 0.0),
-    ]
+def subject(
+    question: str, evidence: Sequence[tuple[str, str]], rare: Callable[[list[str]], list[str]]
+) -> dict[str, float]:
+    """How much of what singles the question out is in the sentences the answer came from.
+
+    ``evidence``: (heading path, sentence) of each sentence the answer was copied from;
+    a sentence that says "she" is about the page it sits under. ``rare`` picks the
+    question's words that few passages of the index hold: what sets it apart (a person's
+    name on look-alike pages, a library's name on pages about the standard one), not
+    what the whole corpus is about. ``subject_words``: the share of those found in the
+    evidence; ``subject_names``: the same for the capitalized ones. Asked for a pet the
+    page never names, the model copies a neighbour's, whose sentence does not name the
+    person asked about (docs/BENCHMARKS.md, "Answers grounded by construction")."""
+    words = list(dict.fromkeys(content_words(question)))
+    if not evidence or not words:
+        return {"subject_words": 1.0, "subject_names": 1.0}
+    names = {m.group(0).lower() for m in _NAME.finditer(question.strip())}
+    apart = rare(words)
+    shown = vocabulary([f"{heading} {sentence}" for heading, sentence in evidence])
+
+    def share(ws: list[str]) -> float:
+        return round(sum(found_in(w, shown) for w in ws) / len(ws), 4) if ws else 1.0
+
+    return {"subject_words": share(apart), "subject_names": share([w for w in apart if w in names])}
+
+
+# Each rule input from an answer's signals. The others `signals` records (similarity,
+# coverage, missing words, overruled steps) separated nothing on the fit halves of our
+# sets (docs/BENCHMARKS.md, "Answers grounded by construction").
+INPUTS: dict[str, Callable[[dict[str, float]], float]] = {
+    # the model's probability of "I don't know" at the first token, log10
+    "log_idk_prob": lambda s: math.log10(s.get("idk_prob", 0.0) + 1e-6),
+    # its mean log-probability of the copied tokens
+    "logprob": lambda s: s.get("logprob", 0.0),
+    "subject_names": lambda s: s.get("subject_names", 1.0),
+    "subject_words": lambda s: s.get("subject_words", 1.0),
+    "asked": lambda s: s.get("asked", 0.5),
+    "supported": lambda s: s.get("supported", 0.5),
+}
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A logistic rule: weights over named inputs."""
+
+    inputs: tuple[str, ...]
+    weights: tuple[float, ...]
+    bias: float
+
+    def features(self, signals: dict[str, float]) -> list[float]:
+        return [INPUTS[name](signals) for name in self.inputs]
+
+    def probability(self, signals: dict[str, float]) -> float:
+        z = self.bias + sum(
+            w * v for w, v in zip(self.weights, self.features(signals), strict=True)
+        )
+        return 1 / (1 + math.exp(-max(-60.0, min(60.0, z))))
+
+
+# Fitted by `python -m ragcli.bench.answerability` on the fit halves of the near-topic and
+# facts sets (docs/BENCHMARKS.md, "Answers grounded by construction"): one rule with the
+# model's two checks (`check_answers`), one without. Each bias is moved so that the cut the
+# fit chose falls at 0.5, the `min_answerable` default, for either rule.
+CHECKED = Rule(
+    ("log_idk_prob", "logprob", "subject_names", "subject_words", "asked", "supported"),
+    (-0.804, 0.3034, 1.04, 0.9121, 4.7932, 2.8667),
+    -5.9923,
+)
+UNCHECKED = Rule(
+    ("log_idk_prob", "logprob", "subject_names", "subject_words"),
+    (-0.9627, 1.076, 1.3532, 1.0653),
+    -1.8444,
+)
+
+
+def rule_for(signals: dict[str, float]) -> Rule:
+    """The rule for an answer: with the checks' inputs when they were asked."""
+    return CHECKED if "supported" in signals else UNCHECKED
 
 
 def probability(signals: dict[str, float]) -> float:
     """How likely the documents answer the question, given what was measured."""
-    z = BIAS + sum(w * v for w, v in zip(WEIGHTS, features(signals), strict=True))
-    return 1 / (1 + math.exp(-max(-60.0, min(60.0, z))))
+    return rule_for(signals).probability(signals)

@@ -22,12 +22,14 @@ from .. import __version__
 from ..config import ANSWER_SETTINGS, Settings
 from ..errors import RagError
 from ..llm.base import Engine, OnText, Timings
+from ..llm.constrain import SpanDecoder
 from ..llm.open import open_engine
 from ..models import CATALOG, DEFAULT_MODEL, GenerationModel, generation_model
 from ..records import Hit
 from ..stores.base import package_version
-from . import answerable, copying
-from .focus import focus
+from . import answerable, copying, verify
+from .copying import Copied
+from .focus import Focus, focus
 from .grounding import support
 from .prompt import (
     CHAT_EXAMPLES,
@@ -339,15 +341,7 @@ class Asker:
         timings.ttft_ms = round(before_generate + gen.timings.ttft_ms, 2)
         if dec is not None:
             copied = copying.read(dec, question, chosen.sentences)
-            signals = {
-                "similarity": round(chosen.best_similarity, 4),
-                "idk_prob": round(dec.first_fixed_prob[0], 4) if dec.first_fixed_prob else 0.0,
-                "overruled": dec.overruled,
-                "first_overruled": float(dec.first_overruled),
-                "logprob": round(dec.logprob / max(dec.steps, 1), 4),
-                **answerable.lexical(question, chosen.sentences, [h.chunk.text for h in hits]),
-            }
-            signals["answerable"] = round(answerable.probability(signals), 4)
+            signals = self._signals(question, chosen, hits, dec, copied)
             if copied.abstained:
                 result = answer(IDK, gen.text.strip(), "model_abstained", prompt=prompt)
             elif not self._answerable(question, copied.text, signals):
@@ -377,6 +371,36 @@ class Asker:
             )
         )
         return self._keep(cache, scope, key, found.vector, result)
+
+    def _signals(
+        self, question: str, chosen: Focus, hits: list[Hit], dec: SpanDecoder, copied: Copied
+    ) -> dict[str, float]:
+        """What the answerability rule judges a copied answer on (see answer/answerable.py):
+        the decoder's figures, the words shown, and, for an answer, whether its sentences
+        name what the question is about and the model's replies to the two checks of
+        answer/verify.py."""
+        s = self.settings
+        signals = {
+            "similarity": round(chosen.best_similarity, 4),
+            "idk_prob": round(dec.first_fixed_prob[0], 4) if dec.first_fixed_prob else 0.0,
+            "overruled": dec.overruled,
+            "first_overruled": float(dec.first_overruled),
+            "logprob": round(dec.logprob / max(dec.steps, 1), 4),
+            **answerable.lexical(question, chosen.sentences, [h.chunk.text for h in hits]),
+        }
+        if not copied.abstained:
+            by_rank = {h.rank: h.chunk for h in hits}
+            shown = [i for i in copied.sentences if chosen.ranks[i] in by_rank]
+            evidence = [(by_rank[chosen.ranks[i]].heading, chosen.sentences[i]) for i in shown]
+            signals.update(answerable.subject(question, evidence, self.retriever.rare_words))
+            if s.check_answers:
+                engine = self.engine
+                asked = verify.answerable(engine, question, chosen.sentences, s.use_cache)
+                titled = [(by_rank[chosen.ranks[i]].title, chosen.sentences[i]) for i in shown]
+                judged = verify.supported(engine, question, copied.text, titled, s.use_cache)
+                signals.update(asked=round(asked, 4), supported=round(judged, 4))
+        signals["answerable"] = round(answerable.probability(signals), 4)
+        return signals
 
     def _answerable(self, question: str, text: str, signals: dict[str, float]) -> bool:
         """Whether a copied answer may stand. Withheld: the model's own first token was not

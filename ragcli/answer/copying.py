@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..llm.constrain import SpanDecoder, Vocabulary
+from ..llm.constrain import Span, SpanDecoder, Vocabulary
 from .prompt import IDK, context_text
 from .shapes import kind
 
@@ -58,6 +58,51 @@ def _items(parts: list[str]) -> list[str]:
     return list(seen.values())
 
 
+# A list of names goes on past an item: ", B", "; B", " and B", ", or B".
+_NAME = r"(?<![\w'’-])[A-Z][\w'’-]*(?:\s+(?:of\s+|de\s+|van\s+)?[A-Z][\w'’-]*){0,3}"
+_JOIN = r"(?:\s*[,;]\s*(?:(?:and|or)\s+)?|\s+(?:and|or|&)\s+)"
+_NAMES = re.compile(rf"{_NAME}(?:{_JOIN}{_NAME})*")
+_NEXT_NAME = re.compile(rf"{_JOIN}({_NAME})")
+_PREV_NAME = re.compile(rf"({_NAME}){_JOIN}$")
+_LOOK_BACK = 80  # characters searched for the name before an item
+
+
+def enumeration(text: str, start: int, end: int) -> list[str]:
+    """The names listed in ``text[start:end]`` (a name, or names joined by commas or
+    "and") with the names the same list goes on with either side.
+
+    A small model asked to list stops early ("India, Pakistan" of three co-hosts);
+    the names joined to a copied one by commas or "and" belong to the same list."""
+    inner = [m.group(0) for m in re.finditer(_NAME, text[start:end])]
+    after: list[str] = []
+    while m := _NEXT_NAME.match(text, end):
+        after.append(m.group(1))
+        end = m.end(1)
+    before: list[str] = []
+    while m := _PREV_NAME.search(text, max(0, start - _LOOK_BACK), start):
+        before.insert(0, m.group(1))
+        start = m.start(1)
+    return before + inner + after
+
+
+def listed(dec: SpanDecoder, spans: list[Span]) -> list[str]:
+    """The copied items; a copied list of names comes with the rest of its list."""
+    raw = dec.sources[0]
+    text = raw.decode("utf-8", "replace")
+    out: list[str] = []
+    for span in spans:
+        copied = raw[span.start : span.end].decode("utf-8", "replace")
+        item = copied.strip()
+        if not _NAMES.fullmatch(item):
+            out.append(item)
+            continue
+        start = (
+            len(raw[: span.start].decode("utf-8", "replace")) + len(copied) - len(copied.lstrip())
+        )
+        out += enumeration(text, start, start + len(item))
+    return out
+
+
 def sentence_of(offsets: list[tuple[int, int]], start: int, end: int) -> list[int]:
     """The sentences a byte range of the context text overlaps."""
     return [i for i, (a, b) in enumerate(offsets) if a < end and start < b]
@@ -87,7 +132,7 @@ def read(dec: SpanDecoder, question: str, context: Sequence[str]) -> Copied:
     if not parts:
         return Copied("", True, [], [])
     if kind(question) == "count":
-        items = _items(parts)
+        items = _items(listed(dec, spans))
         if len(items) == 1 and _NUMBER.search(items[0]):
             return Copied(items[0], False, sentences, [])  # the count is written out
         return Copied(f"{len(items)} ({', '.join(items)})", False, sentences, items)

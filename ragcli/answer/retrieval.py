@@ -10,6 +10,7 @@ two, and a rebuild with another embedding model brings its own query encoder.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -19,7 +20,7 @@ from ..embed.base import query_embedder as _query_embedder
 from ..errors import IndexMismatchError
 from ..models import EmbeddingModelInfo, embedding_model
 from ..records import Hit
-from ..stores.base import IndexInfo, Store
+from ..stores.base import IndexInfo, Store, lexical_terms
 from ..stores.url import open_store
 
 if TYPE_CHECKING:
@@ -27,6 +28,8 @@ if TYPE_CHECKING:
 
 RRF_K = 60  # reciprocal-rank fusion constant (Cormack et al.); ranks matter, not raw scores
 CANDIDATES = 30  # per retriever, before fusion
+# A word in at most this share of the passages sets a question apart from the corpus's topic.
+RARE_SHARE = 0.1
 
 
 def fuse(rankings: list[list[int]], k: int) -> list[tuple[int, float]]:
@@ -164,6 +167,21 @@ class Retriever:
         ]
         t2 = time.perf_counter()
         return SearchResult(query, hits, (t1 - t0) * 1000, (t2 - t1) * 1000, vector, generation)
+
+    def rare_words(self, words: Sequence[str], share: float = RARE_SHARE) -> list[str]:
+        """The ``words`` that at most ``share`` of the index's passages hold, none
+        included (by BM25 lookups, so a store without BM25 finds every word rare)."""
+        out = []
+        with self.store.reading():
+            limit = max(2, int(self.store.count_chunks() * share))
+            for word in words:
+                terms = lexical_terms(word)
+                if (
+                    terms
+                    and min(len(self.store.lexical_search(t, limit + 1)) for t in terms) <= limit
+                ):
+                    out.append(word)
+        return out
 
     def __enter__(self) -> Retriever:
         return self

@@ -1,13 +1,15 @@
 """Fit the answerability rule on some question sets, report it on questions it was not fit on.
 
-Reads ``rag eval --json`` reports made with the rule off (``min_answerable = 0.0`` in the
-``RAG_CONFIG`` file, so every answer the model copies is kept with its signals), splits
-each set's questions in two by a hash of their id, fits a logistic model on the "fit" half of the sets named
-with ``--fit`` and prints its weights (for :mod:`ragcli.answer.answerable`) and, per set
-and half, accuracy, abstention and false abstention with the rule applied.
+Reads ``rag eval --json`` reports made with the rule and the similarity floor off
+(``min_answerable = 0.0`` and ``min_score = 0.0`` in the ``RAG_CONFIG`` file, so every
+question reaches the model and every answer it copies is kept with its signals), splits
+each set's questions in two by a hash of their id, fits a logistic model on the "fit" half
+of the sets named with ``--fit`` and prints it (for :mod:`ragcli.answer.answerable`) and,
+per set and half, accuracy, abstention and false abstention with the rule and the floor
+(``--min-score``) applied.
 
     python -m ragcli.bench.answerability near=near.json facts=facts.json dev=dev.json \\
-        --fit near --fit facts
+        --fit near --fit facts [--unchecked]
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ import json
 import math
 from pathlib import Path
 
-from ..answer.answerable import FEATURES, features
+from ..answer.answerable import CHECKED, UNCHECKED, Rule
+from ..config import Settings
 
 
 def half(qid: str) -> str:
@@ -47,16 +50,15 @@ def fit(x: list[list[float]], y: list[int], l2: float = 1.0, steps: int = 4000):
     return raw_w.tolist(), raw_b
 
 
-def score(rows: list[dict], weights, bias, cut: float) -> dict[str, float | int]:
-    """The three figures with the rule applied to the rows' copied answers."""
+def score(rows: list[dict], rule: Rule, cut: float, min_score: float) -> dict[str, float | int]:
+    """The three figures with the floor and the rule applied to the rows' copied answers."""
     pos = [r for r in rows if r["answerable"]]
     neg = [r for r in rows if not r["answerable"]]
 
     def kept(r) -> bool:
-        if r["reason"] != "answered":
+        if r["reason"] != "answered" or r["signals"].get("similarity", 1.0) < min_score:
             return False
-        z = bias + sum(w * v for w, v in zip(weights, features(r["signals"]), strict=True))
-        return 1 / (1 + math.exp(-z)) >= cut
+        return rule.probability(r["signals"]) >= cut
 
     return {
         "n": len(rows),
@@ -71,7 +73,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("reports", nargs="+", help="NAME=rag-eval-report.json")
     ap.add_argument("--fit", action="append", default=[], help="sets whose fit half trains")
     ap.add_argument("--cut", type=float, default=None, help="probability cut (default: chosen)")
+    ap.add_argument("--unchecked", action="store_true", help="the rule for check_answers = false")
+    ap.add_argument("--min-score", type=float, default=Settings().min_score)
+    ap.add_argument("--slack", type=float, default=0.05, help="false abstention the cut may add")
     args = ap.parse_args(argv)
+    inputs = (UNCHECKED if args.unchecked else CHECKED).inputs
     sets = {}
     for spec in args.reports:
         name, path = spec.split("=", 1)
@@ -84,29 +90,37 @@ def main(argv: list[str] | None = None) -> None:
         for r in sets[name]
         if half(r["id"]) == "fit"
         and r["reason"] == "answered"
-        and r["signals"]
+        and r["signals"].get("similarity", 1.0) >= args.min_score
         and (r["correct"] or not r["answerable"])
     ]
-    weights, bias = fit([features(r["signals"]) for r in train], [r["answerable"] for r in train])
+    blank = Rule(inputs, (0.0,) * len(inputs), 0.0)
+    weights, bias = fit(
+        [blank.features(r["signals"]) for r in train], [r["answerable"] for r in train]
+    )
+    rule = Rule(inputs, tuple(round(w, 4) for w in weights), round(bias, 4))
     fit_rows = [r for name in args.fit for r in sets[name] if half(r["id"]) == "fit"]
     cut = args.cut
-    if cut is None:  # the highest cut that withholds at most 5 % more answerable questions
-        base = score(fit_rows, weights, bias, 0.0)["false_abstention"]
+    if cut is None:  # the highest cut that withholds at most `slack` more answerable questions
+        base = score(fit_rows, rule, 0.0, args.min_score)["false_abstention"]
         cut = max(
             [0.0]
             + [
                 c
                 for c in [i / 100 for i in range(1, 96)]
-                if score(fit_rows, weights, bias, c)["false_abstention"] <= base + 0.05
+                if score(fit_rows, rule, c, args.min_score)["false_abstention"] <= base + args.slack
             ]
         )
-    print(json.dumps({"features": FEATURES, "weights": weights, "bias": bias, "cut": cut}))
+    # The rule as ragcli keeps it: the bias moved so that the cut falls at 0.5, where
+    # `min_answerable` puts it for either rule.
+    centred = round(rule.bias - math.log(cut / (1 - cut)), 4) if 0 < cut < 1 else rule.bias
+    summary = {"inputs": rule.inputs, "weights": rule.weights, "bias": rule.bias, "cut": cut}
+    print(json.dumps(summary | {"bias_for_cut_0.5": centred}))
     for name, rows in sets.items():
         for part in ("fit", "test"):
             chosen = [r for r in rows if half(r["id"]) == part]
             tag = "fit" if name in args.fit and part == "fit" else "not fit"
-            print(name, part, tag, score(chosen, weights, bias, cut))
-        print(name, "all", score(rows, weights, bias, cut))
+            print(name, part, tag, score(chosen, rule, cut, args.min_score))
+        print(name, "all", score(rows, rule, cut, args.min_score))
 
 
 if __name__ == "__main__":

@@ -13,9 +13,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..records import Chunk, Document
-
-HEADING_SEP = " › "
+from ..records import HEADING_SEP, Chunk, Document
 
 
 @dataclass(frozen=True)

@@ -210,3 +210,41 @@ class SpanDecoder:
             if text:
                 out.append(text)
         return out
+
+
+@dataclass
+class Choice:
+    """One token among a few replies ("Yes", "No"), with the model's probability of each.
+
+    Used for a question put to the model about its own answer: only the first token
+    matters, so a reply is known by the tokens that begin it."""
+
+    vocab_of: Callable[[], Vocabulary]
+    replies: tuple[str, ...]
+    probs: list[float] = field(default_factory=list, init=False)
+
+    def _first_tokens(self, reply: str) -> list[int]:
+        vocab = self.vocab_of()
+        out = []
+        for form in (reply, " " + reply, reply.lower(), " " + reply.lower()):
+            out += vocab.by_piece.get(form.encode("utf-8"), ())
+        return list(dict.fromkeys(out))
+
+    def choose(self, logits: np.ndarray) -> int:
+        import numpy as np
+
+        top = float(logits.max())
+        weights = np.exp(logits - top)
+        total = float(weights.sum())
+        firsts = [self._first_tokens(r) for r in self.replies]
+        self.probs = [float(weights[t].sum()) / total if t else 0.0 for t in firsts]
+        best = max(range(len(firsts)), key=lambda i: self.probs[i])
+        if not firsts[best]:
+            return self.vocab_of().end_ids[0]
+        return max(firsts[best], key=lambda t: float(logits[t]))
+
+    def advance(self, token: int) -> None:
+        pass
+
+    def finish(self) -> None:
+        pass

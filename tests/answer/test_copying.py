@@ -41,11 +41,19 @@ own, Sven and Iris, who often visit the workshop.
 """
 
 
+NEIGHBOUR = """# Tomas Vek
+
+Tomas Vek repairs clocks in a workshop on the quay in Tarnby. He keeps bees on the roof
+and sells their honey at the Saturday market.
+"""
+
+
 @pytest.fixture(scope="module")
 def asker(tmp_path_factory, embedder):
     docs = tmp_path_factory.mktemp("docs")
     (docs / "tern.md").write_text(TOOL)
     (docs / "mirela-osk.md").write_text(FAMILY)
+    (docs / "tomas-vek.md").write_text(NEIGHBOUR)
     index = tmp_path_factory.mktemp("index") / "index"
     settings = load_settings(
         {"index_dir": index, "model": "qwen2.5-coder-1.5b", "answer_cache": False}
@@ -81,12 +89,18 @@ def test_a_listed_set_is_counted_by_the_tool(asker):
 
 
 def test_an_on_topic_question_the_documents_do_not_answer_is_refused(asker):
-    # The ferry, its pilot and his name are all there: the ferry's name is not. (Her birth
-    # year, asked the same way, is still answered with the year she moved: see
-    # docs/BENCHMARKS.md, "Answers grounded by construction".)
-    a = asker.ask("What is the name of the ferry Ivo Brandt pilots?")
-    assert not a.answered, a.answer
+    # The ferry, its pilot and his name are all there: what it carries is not. (Its name,
+    # asked the same way, is answered with the pilot's, and the year he became a pilot
+    # with the year she moved: see docs/BENCHMARKS.md, "Answers grounded by construction".)
+    a = asker.ask("What does the ferry Ivo Brandt pilots carry?")
+    assert not a.answered, (a.answer, a.signals)
     assert a.reason in ("model_abstained", "not_answerable")
+
+
+def test_a_fact_about_a_neighbour_is_not_given_as_the_subjects(asker):
+    # Only Mirela's page says who someone is married to: that is not Tomas's answer.
+    a = asker.ask("Who is Tomas Vek married to?")
+    assert not a.answered, (a.answer, a.signals)
 
 
 def test_the_demo_question_cites_only_the_passage_that_holds_the_answer(
@@ -122,3 +136,36 @@ def test_counted_items_are_distinct_and_split_at_and():
     assert out.text == "3 (apples, pears, quinces)"  # "Apples" again is not a fourth
     assert out.sentences == [0, 1]
     assert offsets(context) == [(0, 44), (45, 64)]
+
+
+def _read(context: list[str], copied: list[str], question: str):
+    pieces = [b""] + [bytes([i]) for i in range(1, 256)]
+    vocab = Vocabulary.build(pieces, [0])
+    dec = SpanDecoder(lambda: vocab, " ".join(context), ("I don't know",), lists=True)
+    spans = []
+    for text in copied:
+        start = dec.sources[0].index(text.encode())
+        spans.append(Span(0, start, start + len(text.encode())))
+    dec.spans = spans
+    return read(dec, question, context)
+
+
+def test_a_list_of_names_cut_short_is_counted_whole():
+    context = ["The 1996 Cup was co-hosted by India, Pakistan and Sri Lanka.", "It rained."]
+    question = "How many countries co-hosted the 1996 Cup?"
+    assert _read(context, ["India, Pakistan"], question).text == "3 (India, Pakistan, Sri Lanka)"
+    assert _read(context, ["Pakistan"], question).text == "3 (India, Pakistan, Sri Lanka)"
+    friends = ["Her friends are Ann Lee, Bo Park and Cy Ode; she met them at school."]
+    out = _read(friends, ["Bo Park"], "How many friends does she have?")
+    assert out.text == "3 (Ann Lee, Bo Park, Cy Ode)"
+
+
+def test_a_list_goes_no_further_than_its_names():
+    # "a brother" is not a name: the list of sisters ends before it.
+    context = ["She has a sister, Isa Pell, and a brother, Wil Pell. Ona has a dog."]
+    assert _read(context, ["Isa Pell"], "How many sisters does she have?").text == "1 (Isa Pell)"
+    # Items that are not names are counted as the model listed them.
+    fruit = ["The orchard grows apples, pears and quinces."]
+    assert _read(fruit, ["apples", "pears"], "How many fruits are grown?").text == (
+        "2 (apples, pears)"
+    )

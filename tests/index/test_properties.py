@@ -14,10 +14,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ragcli.errors import RagError
-from ragcli.index.chunking import HEADING_SEP, TokenCounter, chunk_document, chunk_stream
+from ragcli.index.chunking import TokenCounter, chunk_document, chunk_stream
 from ragcli.index.document import read_document, stream_document
 from ragcli.index.formats.text import text_headings
 from ragcli.models import embedding_model
+from ragcli.records import HEADING_SEP
 
 SUFFIXES = [".txt", ".md", ".markdown", ".rst", ".html", ".htm", ".pdf", ".docx"]
 # Lines of the kinds the parsers look for, mixed with anything at all.

@@ -8,6 +8,7 @@ tests/answer/test_copying.py.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -107,3 +108,18 @@ def test_any_logits_give_a_span_of_the_context_or_a_fixed_reply(head, seed, list
             assert item in CONTEXT
     else:
         assert not text or text.strip() in CONTEXT
+
+
+def test_a_choice_reads_the_probability_of_each_reply_and_takes_the_likelier():
+    from ragcli.llm.constrain import Choice
+
+    logits = np.full(len(PIECES), -10.0, dtype=np.float32)
+    logits[tok(b"Yes")] = 2.0
+    logits[tok(b"No")] = 1.0
+    logits[tok(b"Australia")] = 5.0  # the likeliest token overall is neither reply
+    choice = Choice(lambda: VOCAB, ("Yes", "No"))
+    assert choice.choose(logits) == tok(b"Yes")
+    yes, no = choice.probs
+    assert yes / (yes + no) == pytest.approx(1 / (1 + np.exp(-1.0)), rel=1e-5)
+    logits[tok(b"No")] = 3.0
+    assert choice.choose(logits) == tok(b"No")
