@@ -34,7 +34,7 @@ JUDGE = (
 
 def _yes(engine: Engine, prompt: Prompt, use_cache: bool) -> float:
     choice = Choice(lambda: engine.vocabulary, ("Yes", "No"))
-    engine.generate(prompt, 1, use_cache=use_cache, constraint=choice)
+    engine.generate(prompt, 1, use_cache=use_cache, constraint=choice, follow_up=True)
     yes, no = choice.probs
     return yes / (yes + no) if yes + no else 0.5
 

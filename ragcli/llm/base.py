@@ -99,7 +99,12 @@ class Engine(Protocol):
         on_text: OnText | None = None,
         use_cache: bool = True,
         constraint: Constraint | None = None,
-    ) -> Generation: ...
+        follow_up: bool = False,
+    ) -> Generation:
+        """``follow_up``: the prompt goes on from the last one (a question about the answer
+        just given), so the state still held for it is reused even with ``use_cache`` off;
+        the disk cache is still left alone then."""
+        ...
 
     def close(self) -> None: ...
 

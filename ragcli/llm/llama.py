@@ -263,11 +263,13 @@ class LlamaEngine:
         on_text: OnText | None = None,
         use_cache: bool = True,
         constraint: Constraint | None = None,
+        follow_up: bool = False,
     ) -> Generation:
         """Greedy completion of ``prompt``; streams text through ``on_text``.
 
         With a ``constraint``, each token is its choice among the model's logits, so the
-        text can only be what it allows (a span of the context, or a fixed reply)."""
+        text can only be what it allows (a span of the context, or a fixed reply).
+        ``follow_up``: see :class:`ragcli.llm.base.Engine`."""
         t = Timings()
         started = time.perf_counter()
         segments = self._segment_tokens(prompt)
@@ -280,7 +282,8 @@ class LlamaEngine:
                 f"context of {self.n_ctx}; lower -k or raise n_ctx"
             )
         # Reuse what is cached: at least one token must be evaluated for logits.
-        live = self.trim(common_prefix(self.kv_tokens, tokens[:-1]) if use_cache else 0)
+        reuse = use_cache or follow_up
+        live = self.trim(common_prefix(self.kv_tokens, tokens[:-1]) if reuse else 0)
         t.cached_tokens, t.cache_source = live, "live" if live else "none"
         cache = self.cache if use_cache else None
         if cache is not None:

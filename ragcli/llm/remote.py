@@ -160,8 +160,10 @@ class RemoteEngine:
         on_text: OnText | None = None,
         use_cache: bool = True,
         constraint: Constraint | None = None,
+        follow_up: bool = False,
     ) -> Generation:
-        """Greedy completion of ``prompt`` on the server; streams text through ``on_text``."""
+        """Greedy completion of ``prompt`` on the server; streams text through ``on_text``.
+        (``follow_up``: the server's slot keeps its prefix whenever ``use_cache`` is on.)"""
         if constraint is not None:
             raise ModelError("a server's generation cannot be constrained token by token")
         t = Timings(cache_source="unknown")

@@ -173,3 +173,19 @@ def test_trimming_below_a_restored_sliding_window_clears_instead_of_corrupting(e
     assert engine.load_state(engine.save_state(), tokens)
     expected = 0 if engine.n_swa else 100
     assert engine.trim(100) == expected
+
+
+def test_a_follow_up_reuses_the_live_state_without_the_disk_cache(engine):
+    engine.cache.clear()
+    engine.trim(0)
+    engine.generate(_prompt(engine, QUESTIONS[0], PASSAGES), 8, use_cache=False)
+    # Another question over the same passages: with use_cache off nothing is reused, unless
+    # it follows up on the last prompt (the checks of answer/verify.py do).
+    plain = engine.generate(_prompt(engine, QUESTIONS[1], PASSAGES), 1, use_cache=False)
+    assert plain.timings.cached_tokens == 0
+    follow = engine.generate(
+        _prompt(engine, QUESTIONS[0], PASSAGES), 1, use_cache=False, follow_up=True
+    )
+    assert follow.timings.cache_source == "live"
+    assert follow.timings.cached_tokens >= follow.timings.prompt_tokens - 40
+    assert engine.cache.stats().files == 0  # and nothing was written to disk
