@@ -59,19 +59,20 @@ EXAMPLES: tuple[tuple[str, str, str], ...] = (
 )
 
 
-def _one_line(text: str) -> str:
+def one_line(text: str) -> str:
+    """``text`` with every run of whitespace, newlines included, one space."""
     return " ".join(text.split())
 
 
 def question_line(question: str) -> str:
     """The question as the model reads it; a count question asks for the list."""
-    line = f"Question: {_one_line(question)}"
+    line = f"Question: {one_line(question)}"
     return f"{line}\n{LIST_HINT}" if kind(question) == "count" else line
 
 
 def context_text(context: Sequence[str]) -> str:
     """The sentences as the model reads them, one line: what an answer may copy from."""
-    return _one_line(" ".join(context))
+    return one_line(" ".join(context))
 
 
 def completion_prompt(question: str, context: Sequence[str], instructions: bool = True) -> Prompt:
@@ -85,7 +86,7 @@ def completion_prompt(question: str, context: Sequence[str], instructions: bool 
         segments=(
             head + shots,
             f"Context: {context_text(context)}\n",
-            f"Question: {_one_line(question)}\nAnswer:",
+            f"Question: {one_line(question)}\nAnswer:",
         ),
         stop=("\n", "Question:", "Context:"),
     )
@@ -154,6 +155,17 @@ def _chat_messages(question: str, ctx: str) -> list[dict[str, str]]:
     return messages
 
 
+def render_chat(template: str, messages: list[dict[str, str]], bos: str, eos: str) -> str:
+    """``messages`` through a model's chat template, ending where the assistant replies."""
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+    text = env.from_string(template).render(
+        messages=messages, add_generation_prompt=True, bos_token=bos, eos_token=eos
+    )
+    return text.removeprefix(bos)  # the tokenizer adds BOS itself
+
+
 def chat_prompt(
     question: str,
     context: Sequence[str],
@@ -162,15 +174,8 @@ def chat_prompt(
     eos: str,
 ) -> Prompt:
     """The same content through the model's own chat template (instruction-tuned models)."""
-    from jinja2.sandbox import ImmutableSandboxedEnvironment
-
     ctx = f"Context: {context_text(context)}\n"
-    messages = _chat_messages(question, ctx)
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
-    text = env.from_string(template).render(
-        messages=messages, add_generation_prompt=True, bos_token=bos, eos_token=eos
-    )
-    text = text.removeprefix(bos)  # the tokenizer adds BOS itself
+    text = render_chat(template, _chat_messages(question, ctx), bos, eos)
     cut = text.rindex(ctx)
     end = cut + len(ctx)
     return Prompt(segments=(text[:cut], text[cut:end], text[end:]), stop=(eos, "\n\n"))

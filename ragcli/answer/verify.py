@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 from ..llm.base import Engine, Prompt
 from ..llm.constrain import Choice
-from .prompt import engine_prompt
+from .prompt import engine_prompt, one_line, render_chat
 
 ANSWERABLE = "Does the context alone answer the question? Reply Yes or No."
 JUDGE = (
@@ -53,25 +53,17 @@ def judge_prompt(
     """The check :func:`supported` reads: the judge's instructions, the passage, the rest."""
     passage = " ".join(f'(from "{title}") {text}' if title else text for title, text in evidence)
     rest = (
-        f"\nQuestion: {' '.join(question.split())}\nAnswer: {answer}\n"
+        f"\nQuestion: {one_line(question)}\nAnswer: {answer}\n"
         "Does the passage state this answer to this question? Reply Yes or No."
     )
     head = "Passage: "
     if not engine.chat_template:
         return Prompt(segments=(f"{JUDGE}\n\n{head}", passage, f"{rest}\nReply:"), stop=())
-    from jinja2.sandbox import ImmutableSandboxedEnvironment
-
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
-    text = env.from_string(engine.chat_template).render(
-        messages=[
-            {"role": "system", "content": JUDGE},
-            {"role": "user", "content": head + passage + rest},
-        ],
-        add_generation_prompt=True,
-        bos_token=engine.bos,
-        eos_token=engine.eos,
-    )
-    text = text.removeprefix(engine.bos)  # the tokenizer adds BOS itself
+    messages = [
+        {"role": "system", "content": JUDGE},
+        {"role": "user", "content": head + passage + rest},
+    ]
+    text = render_chat(engine.chat_template, messages, engine.bos, engine.eos)
     cut = text.index(head) + len(head)
     end = cut + len(passage)
     return Prompt(segments=(text[:cut], text[cut:end], text[end:]), stop=())
