@@ -240,20 +240,24 @@ class IndexStore:
             return {}
         marks = ",".join("?" * len(ids))
         with self.reading():
-            rows = self._db.execute(
-                "SELECT id, path, ordinal, start_line, end_line, text, n_tokens, page, heading "
-                f"FROM chunks WHERE id IN ({marks})",
-                ids,
-            ).fetchall()
+            rows = self._db.execute(f"{_CHUNK_ROWS} WHERE id IN ({marks})", ids).fetchall()
         return {r[0]: _stored(r) for r in rows}
 
+    def page(self, path: str, limit: int) -> list[StoredChunk]:
+        with self.reading():
+            query = f"{_CHUNK_ROWS} WHERE path = ? ORDER BY ordinal LIMIT ?"
+            rows = self._db.execute(query, (path, limit)).fetchall()
+        return [_stored(r) for r in rows]
+
     def all_chunks(self) -> Iterator[StoredChunk]:
-        rows = self._db.execute(
-            "SELECT id, path, ordinal, start_line, end_line, text, n_tokens, page, heading "
-            "FROM chunks ORDER BY id"
-        )
+        rows = self._db.execute(f"{_CHUNK_ROWS} ORDER BY id")
         for r in rows:
             yield _stored(r)
+
+
+_CHUNK_ROWS = (
+    "SELECT id, path, ordinal, start_line, end_line, text, n_tokens, page, heading FROM chunks"
+)
 
 
 def _stored(r: tuple) -> StoredChunk:

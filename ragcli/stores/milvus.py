@@ -344,6 +344,16 @@ class MilvusStore:
         )
         return {int(r["id"]): _chunk_from(r) for r in rows}
 
+    def page(self, path: str, limit: int) -> list[StoredChunk]:
+        # Milvus Lite has no filter parameters; a JSON string is a quoted Milvus literal.
+        quoted = json.dumps(path, ensure_ascii=False)
+        rows = self._client.query(
+            self.target.collection,
+            filter=f"{self._visible} and path == {quoted}",
+            output_fields=["path", "text", "fields"],
+        )
+        return sorted((_chunk_from(r) for r in rows), key=lambda c: c.ordinal)[:limit]
+
     def all_chunks(self) -> Iterator[StoredChunk]:
         """Every visible chunk, in id order (held in memory to sort: fine for a
         listing, not meant for millions of chunks)."""

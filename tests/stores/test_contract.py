@@ -3,6 +3,7 @@ folder and Milvus Lite, both opened through `open_store` and used as a `Store` o
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 from pathlib import Path
 
@@ -70,6 +71,24 @@ def test_reads_what_was_indexed(settings, docs, embedder):
         lexical = store.lexical_search("Which way do bees dance?", 3)
         assert lexical and by_id[lexical[0][0]].path.endswith("bees.md")
         assert store.lexical_search("the of and", 3) == []  # stopwords only
+    finally:
+        store.close()
+
+
+def test_a_page_comes_whole_and_in_order(settings, docs, embedder):
+    sections = [f"## Part {i}\n\nThe keeper logs ship number {i} at dawn.\n" for i in range(6)]
+    (docs / 'log "1".md').write_text("# Logbook\n\n" + "\n".join(sections))
+    settings = dataclasses.replace(settings, chunk_tokens=24, chunk_overlap=0)
+    build_index([docs], settings, embedder=embedder)
+    store = _store(settings)
+    try:
+        log = [c for c in store.all_chunks() if c.path.endswith('log "1".md')]
+        assert len(log) >= 3
+        got = store.page(log[0].path, 100)
+        assert [c.ordinal for c in got] == sorted(c.ordinal for c in log)
+        assert {c.id: c for c in got} == {c.id: c for c in log}
+        assert store.page(log[0].path, 2) == got[:2]
+        assert store.page(log[0].path, 0) == [] and store.page("/no/such.md", 8) == []
     finally:
         store.close()
 
