@@ -62,7 +62,7 @@ def _items(parts: list[str]) -> list[str]:
 _NAME = r"(?<![\w'’-])[A-Z][\w'’-]*(?:\s+(?:of\s+|de\s+|van\s+)?[A-Z][\w'’-]*){0,3}"
 _JOIN = r"(?:\s*[,;]\s*(?:(?:and|or)\s+)?|\s+(?:and|or|&)\s+)"
 _NAMES = re.compile(rf"{_NAME}(?:{_JOIN}{_NAME})*")
-_NEXT_NAME = re.compile(rf"{_JOIN}({_NAME})")
+_NEXT_NAME = re.compile(rf"{_JOIN}(?:the\s+)?({_NAME})")  # "France and the Netherlands"
 _PREV_NAME = re.compile(rf"({_NAME}){_JOIN}$")
 _LOOK_BACK = 80  # characters searched for the name before an item
 
@@ -118,6 +118,39 @@ def offsets(context: Sequence[str]) -> list[tuple[int, int]]:
     return out
 
 
+def one_list(
+    dec: SpanDecoder, spans: list[Span], where: list[tuple[int, int]]
+) -> tuple[list[str], list[int]]:
+    """The items of the one list the copied items come from, and its sentence.
+
+    A count is of one list. Told to list, the model runs on from the list it began with
+    into the next sentence's ("Tinker's Hall, Copper Hall" of one town, then another
+    town's landmarks): the list counted is the first one copied from (a sentence, or a
+    run of list items joined into one, holds one list). When the model began with an item
+    taken from elsewhere ("India" of another sentence, then "Pakistan" of the co-hosts),
+    a list that holds it and more of what was copied is counted instead."""
+    per: dict[int, list[Span]] = {}
+    for s in spans:
+        for i in sentence_of(where, s.start, s.end)[:1]:
+            per.setdefault(i, []).append(s)
+    if not per:
+        return _items(listed(dec, spans)), []
+    copied = {i.casefold() for i in _items(dec.items())}
+    lists = {i: _items(listed(dec, ss)) for i, ss in per.items()}
+    folded = {i: {x.casefold() for x in items} for i, items in lists.items()}
+    first = next(iter(per))
+    best = max(
+        (i for i in per if folded[first] <= folded[i]), key=lambda i: len(folded[i] & copied)
+    )
+    return lists[best], [best]
+
+
+def _names_asked(item: str, question: str) -> bool:
+    """Whether ``item`` is a name the question itself gives: asked how many friends Ann
+    has, Ann is not one of them."""
+    return bool(_NAMES.fullmatch(item)) and item.casefold() in question.casefold()
+
+
 def read(dec: SpanDecoder, question: str, context: Sequence[str]) -> Copied:
     """The answer a finished decoder copied, counted for a "how many" question."""
     reply = dec.fixed_reply
@@ -132,7 +165,10 @@ def read(dec: SpanDecoder, question: str, context: Sequence[str]) -> Copied:
     if not parts:
         return Copied("", True, [], [])
     if kind(question) == "count":
-        items = _items(listed(dec, spans))
+        items, sentences = one_list(dec, spans, where)
+        items = [i for i in items if not _names_asked(i, question)]
+        if not items:
+            return Copied("", True, [], [])
         if len(items) == 1 and _NUMBER.search(items[0]):
             return Copied(items[0], False, sentences, [])  # the count is written out
         return Copied(f"{len(items)} ({', '.join(items)})", False, sentences, items)

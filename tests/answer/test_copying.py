@@ -134,7 +134,7 @@ def test_counted_items_are_distinct_and_split_at_and():
     dec.spans = [Span(0, start, start + len(b"apples, pears and quinces")), Span(0, 45, 51)]
     out = read(dec, "How many fruits does the orchard grow?", context)
     assert out.text == "3 (apples, pears, quinces)"  # "Apples" again is not a fourth
-    assert out.sentences == [0, 1]
+    assert out.sentences == [0]  # and the sentence it came from is not cited
     assert offsets(context) == [(0, 44), (45, 64)]
 
 
@@ -155,6 +155,10 @@ def test_a_list_of_names_cut_short_is_counted_whole():
     question = "How many countries co-hosted the 1996 Cup?"
     assert _read(context, ["India, Pakistan"], question).text == "3 (India, Pakistan, Sri Lanka)"
     assert _read(context, ["Pakistan"], question).text == "3 (India, Pakistan, Sri Lanka)"
+    river = ["The river flows through Austria, Germany, France and the Netherlands."]
+    assert _read(river, ["Austria"], "How many countries does it flow through?").text == (
+        "4 (Austria, Germany, France, Netherlands)"
+    )
     friends = ["Her friends are Ann Lee, Bo Park and Cy Ode; she met them at school."]
     out = _read(friends, ["Bo Park"], "How many friends does she have?")
     assert out.text == "3 (Ann Lee, Bo Park, Cy Ode)"
@@ -169,3 +173,29 @@ def test_a_list_goes_no_further_than_its_names():
     assert _read(fruit, ["apples", "pears"], "How many fruits are grown?").text == (
         "2 (apples, pears)"
     )
+
+
+def test_a_count_is_of_one_list():
+    # The model runs on from one town's landmarks into the next sentence's.
+    context = [
+        "Landmarks of Aldmere: Tinker's Hall; Copper Hall.",
+        "Landmarks of Fennick Cross: Hollow Well; Crooked Oak; Widow's Chapel.",
+    ]
+    question = "How many landmarks does Aldmere have?"
+    out = _read(context, ["Tinker's Hall", "Copper Hall", "Hollow Well"], question)
+    assert (out.text, out.sentences) == ("2 (Tinker's Hall, Copper Hall)", [0])
+    # The list the model began with is the one counted, however far it ran on.
+    out = _read(
+        context, ["Tinker's Hall", "Hollow Well", "Crooked Oak", "Widow's Chapel"], question
+    )
+    assert out.text == "2 (Tinker's Hall, Copper Hall)"
+    # A first item taken from elsewhere gives way to a list that holds it and more.
+    cup = ["India won in 2011.", "India, Pakistan and Sri Lanka co-hosted the 1996 Cup."]
+    out = _read(cup, ["India", "Pakistan"], "How many countries co-hosted the 1996 Cup?")
+    assert (out.text, out.sentences) == ("3 (India, Pakistan, Sri Lanka)", [1])
+
+
+def test_the_one_asked_about_is_not_counted_in_their_own_list():
+    context = ["Ann Lee, Bo Park and Cy Ode met at school."]
+    out = _read(context, ["Ann Lee, Bo Park and Cy Ode"], "How many friends does Ann Lee have?")
+    assert out.text == "2 (Bo Park, Cy Ode)"
