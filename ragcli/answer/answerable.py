@@ -13,11 +13,10 @@ study (similarity, the question's words in what was shown, overruled steps).
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from .grounding import content_words, found_in, vocabulary
+from .grounding import NAME, content_words, found_in, vocabulary
 
 
 def lexical(question: str, shown: Sequence[str], passages: Sequence[str]) -> dict[str, float]:
@@ -36,9 +35,6 @@ def lexical(question: str, shown: Sequence[str], passages: Sequence[str]) -> dic
     return {"coverage": round(covered / len(words), 4), "missing": float(missing)}
 
 
-_NAME = re.compile(r"(?<!^)\b[A-Z][\w'’-]*")
-
-
 def subject(
     question: str, evidence: Sequence[tuple[str, str]], rare: Callable[[list[str]], list[str]]
 ) -> dict[str, float]:
@@ -55,7 +51,7 @@ def subject(
     words = list(dict.fromkeys(content_words(question)))
     if not evidence or not words:
         return {"subject_words": 1.0, "subject_names": 1.0}
-    names = {m.group(0).lower() for m in _NAME.finditer(question.strip())}
+    names = {m.group(0).lower() for m in NAME.finditer(question.strip())}
     apart = rare(words)
     shown = vocabulary([f"{heading} {sentence}" for heading, sentence in evidence])
 

@@ -29,7 +29,7 @@ from ..records import Hit
 from ..stores.base import package_version
 from . import answerable, copying, verify
 from .copying import Copied
-from .focus import Focus, focus
+from .focus import Focus, focus, subject_pages
 from .grounding import support
 from .prompt import (
     CHAT_EXAMPLES,
@@ -310,10 +310,15 @@ class Asker:
                 generation=found.generation,
             )
 
+        if self.retriever.unknown_names(question):  # about something the documents never name
+            return answer(IDK, "", "no_relevant_passages")
         t0 = time.perf_counter()
-        chosen = focus(
-            question, hits, self.retriever.embedder, s.context_passages, s.context_sentences
-        )
+        top = hits[: s.context_passages]
+        pages = subject_pages(question, top)
+        if pages:  # the question names a page: read all of it
+            rest = self.retriever.rest_of_pages(hits, pages)
+            top, hits = top + rest, hits + rest
+        chosen = focus(question, top, self.retriever.embedder, len(top), s.context_sentences)
         timings.focus_ms = round((time.perf_counter() - t0) * 1000, 2)
         if not chosen.sentences or chosen.best_similarity < s.min_score:
             return answer(IDK, "", "no_relevant_passages")

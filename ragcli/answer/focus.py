@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .grounding import strip_instructions
+from .grounding import bare_words, names, strip_instructions
 
 if TYPE_CHECKING:
     from ..embed.base import Embedder
@@ -129,21 +129,46 @@ def informative(s: str) -> bool:
     return bool(re.search(r"[.!:;)\]\"”’]$", s)) or len(s.split()) >= 8
 
 
+def subject_pages(question: str, hits: list[Hit]) -> dict[str, str]:
+    """The pages among ``hits`` titled with a name the question gives: path -> title.
+
+    A page titled "Ann Lee" is where the facts of "Who is Ann Lee married to?" are; the
+    other passages are someone else's, and their sentences are what a small model copies
+    when the page is silent or says it in other words (a neighbour's spouse, a sibling's
+    children). The title must be named whole, and hold a capitalized word of the question."""
+    asked = bare_words(question)
+    named = names(question)
+    pages = {}
+    for h in hits:
+        words = bare_words(h.chunk.title)
+        if words and words <= asked and words & named:
+            pages[h.chunk.path] = h.chunk.title.casefold()
+    return pages
+
+
+def about(text: str, path: str, pages: dict[str, str]) -> bool:
+    """Whether ``text`` of the document at ``path`` may answer for the ``pages`` asked
+    about: it is on one of them or names one in full. With no such page, any text may."""
+    return not pages or path in pages or any(t in text.casefold() for t in pages.values())
+
+
 def focus(question: str, hits: list[Hit], embedder: Embedder, passages: int, keep: int) -> Focus:
     """The ``keep`` best sentences of the top ``passages`` for ``question``, with neighbours.
 
     Sentences that try to instruct the model are dropped first: a document cannot
-    change the rules.
+    change the rules. When the question names a page, only sentences of that page or
+    naming it are read (:func:`subject_pages`).
     """
     cands: list[tuple[str, int, int, str, int]] = []  # path, ordinal, index, sentence, rank
     seen: set[str] = set()
     top = hits[:passages]
     near = max((h.similarity for h in top), default=0.0) - PASSAGE_MARGIN
+    pages = subject_pages(question, top)
     for h in top:
-        if h.similarity < near:
+        if h.similarity < near and h.chunk.path not in pages:  # a page asked about is read whole
             continue
         for j, s in enumerate(sentences(strip_instructions(h.chunk.text))):
-            if s not in seen:
+            if s not in seen and about(s, h.chunk.path, pages):
                 seen.add(s)
                 cands.append((h.chunk.path, h.chunk.ordinal, j, s, h.rank))
     scored = [i for i, c in enumerate(cands) if informative(c[3])]

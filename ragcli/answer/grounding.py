@@ -89,6 +89,21 @@ def _normalize(text: str) -> str:
     return text.replace("’", "'")
 
 
+# A capitalized word not at the start of the text: a name, as a question gives it.
+NAME = re.compile(r"(?<!^)\b[A-Z][\w'’-]*")
+_POSSESSIVE = re.compile(r"['’]s$")
+
+
+def names(text: str) -> set[str]:
+    """The capitalized words of ``text`` after its first, lower case, without a final 's."""
+    return {_POSSESSIVE.sub("", m.group(0).casefold()) for m in NAME.finditer(text.strip())}
+
+
+def bare_words(text: str) -> set[str]:
+    """:func:`content_words` without a final 's: "Ann's" is about "Ann"."""
+    return {_POSSESSIVE.sub("", w) for w in content_words(text)}
+
+
 def content_words(text: str) -> list[str]:
     """Words that carry the answer: no stop words, no citation numbers."""
     text = re.sub(r"\[\d+\]", " ", _normalize(text))

@@ -10,7 +10,7 @@ two, and a rebuild with another embedding model brings its own query encoder.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -22,6 +22,7 @@ from ..models import EmbeddingModelInfo, embedding_model
 from ..records import Hit
 from ..stores.base import IndexInfo, Store, lexical_terms
 from ..stores.url import open_store
+from .grounding import names
 
 if TYPE_CHECKING:
     import numpy as np
@@ -30,6 +31,9 @@ RRF_K = 60  # reciprocal-rank fusion constant (Cormack et al.); ranks matter, no
 CANDIDATES = 30  # per retriever, before fusion
 # A word in at most this share of the passages sets a question apart from the corpus's topic.
 RARE_SHARE = 0.1
+# Passages of a page read beyond the retrieved ones, when a question names the page: a
+# person's or a module's page runs to a few passages.
+PAGE_PASSAGES = 8
 
 
 def fuse(rankings: list[list[int]], k: int) -> list[tuple[int, float]]:
@@ -167,6 +171,47 @@ class Retriever:
         ]
         t2 = time.perf_counter()
         return SearchResult(query, hits, (t1 - t0) * 1000, (t2 - t1) * 1000, vector, generation)
+
+    def rest_of_pages(
+        self, hits: Sequence[Hit], paths: Mapping[str, object], limit: int = PAGE_PASSAGES
+    ) -> list[Hit]:
+        """The passages of the pages at ``paths`` that ``hits`` lack, as hits ranked after
+        them, each with the similarity of its page's best hit (not retrieved: score 0).
+
+        Asked who Ann married, retrieval brings every page that speaks of marriage, and
+        the passage of Ann's page that says it may not be among them."""
+        have = {(h.chunk.path, h.chunk.ordinal) for h in hits}
+        best: dict[str, float] = {}
+        for h in hits:
+            best[h.chunk.path] = max(best.get(h.chunk.path, -1.0), h.similarity)
+        with self.store.reading():
+            rest = [
+                c
+                for path in paths
+                for c in self.store.page(path, limit)
+                if (c.path, c.ordinal) not in have
+            ]
+        after = max((h.rank for h in hits), default=0)
+        return [Hit(c, 0.0, after + i, best.get(c.path, 0.0)) for i, c in enumerate(rest, 1)]
+
+    def unknown_names(self, question: str) -> list[str]:
+        """The names the question gives that no passage of the index holds.
+
+        Pages that never say "Django" do not answer a question about Django, whatever
+        nearby words a model could copy from them. A name is a capitalized word after the
+        first, of three letters or more ("PC", "A" and "I" are too often something else).
+        A store whose BM25 finds nothing for the whole question (one without BM25) tells
+        nothing here."""
+        with self.store.reading():
+            if not self.store.lexical_search(question, 1):
+                return []
+            return [
+                name
+                for name in sorted(names(question))
+                if len(name) >= 3
+                and (terms := lexical_terms(name))  # not a stop word ("For")
+                and not any(self.store.lexical_search(t, 1) for t in terms)
+            ]
 
     def rare_words(self, words: Sequence[str], share: float = RARE_SHARE) -> list[str]:
         """The ``words`` that at most ``share`` of the index's passages hold, none

@@ -2,6 +2,12 @@
 
 from ragcli.answer.focus import focus, sentences
 from ragcli.index.formats.html import html_text
+from ragcli.records import Hit, StoredChunk
+
+
+def _hit(rank: int, path: str, heading: str, text: str, similarity: float) -> Hit:
+    chunk = StoredChunk(path, 0, 1, 3, text, 40, heading=heading, id=rank)
+    return Hit(chunk, 1.0 / rank, rank, similarity)
 
 
 def test_latin_abbreviations_do_not_end_a_sentence():
@@ -49,18 +55,34 @@ def test_a_list_is_one_sentence_led_by_its_heading():
 
 
 def test_sentences_far_from_the_best_passage_are_not_read(embedder):
-    from ragcli.records import Hit, StoredChunk
-
-    def hit(rank: int, path: str, heading: str, text: str, similarity: float) -> Hit:
-        chunk = StoredChunk(path, 0, 1, 3, text, 40, heading=heading, id=rank)
-        return Hit(chunk, 1.0 / rank, rank, similarity)
-
     hits = [
-        hit(1, "ann.md", "Ann Lee", "Ann Lee is a potter. In 1990 Ann married Bo Park.", 0.70),
-        hit(2, "cy.md", "Cy Ode", "Cy Ode is a baker. Her husband is Dan Ode.", 0.45),
-        hit(3, "eve.md", "Eve Orr › Family", "Eve Orr is a weaver. She married Finn Orr.", 0.60),
+        _hit(1, "ann.md", "Ann Lee", "Ann Lee is a potter. In 1990 Ann married Bo Park.", 0.70),
+        _hit(2, "cy.md", "Cy Ode", "Cy Ode is a baker. Her husband is Dan Ode.", 0.45),
+        _hit(3, "eve.md", "Eve Orr › Family", "Eve Orr is a weaver. She married Finn Orr.", 0.60),
     ]
-    chosen = focus("Who is Ann Lee's husband?", hits, embedder, passages=4, keep=8)
+    chosen = focus("Who is the potter's husband?", hits, embedder, passages=4, keep=8)
     assert "Her husband is Dan Ode." not in chosen.sentences  # 0.25 below the best
     assert "She married Finn Orr." in chosen.sentences  # 0.10 below: still read
     assert "In 1990 Ann married Bo Park." in chosen.sentences
+
+
+def test_a_question_that_names_a_page_is_answered_from_it(embedder):
+    hits = [
+        _hit(1, "cy.md", "Cy Ode", "Cy Ode is a baker. Her husband is Dan Ode.", 0.70),
+        _hit(2, "ann.md", "Ann Lee › Family", "Ann Lee is a potter. She is single.", 0.60),
+        _hit(3, "bo.md", "Bo Park", "Bo Park was born in 1950. He often visits Ann Lee.", 0.60),
+        _hit(4, "ann.md", "Ann Lee › Friends", "Her friends are Cy and Bo.", 0.55),
+    ]
+    chosen = focus("Who is Ann Lee's husband?", hits, embedder, passages=4, keep=8)
+    # Her page, and the sentence of another page that names her; not Cy's husband, nor
+    # Bo's birth year.
+    assert sorted(chosen.sentences) == [
+        "Ann Lee is a potter.",
+        "He often visits Ann Lee.",
+        "Her friends are Cy and Bo.",
+        "She is single.",
+    ]
+    # A name without a page of its own, or a title the question does not give whole,
+    # keeps every sentence.
+    for question in ("Who is Dan's wife?", "Who is Ann's husband?"):
+        assert len(focus(question, hits, embedder, passages=4, keep=8).sentences) == 7

@@ -59,6 +59,9 @@ class _Retriever:
             hits=self.hits[:k], embed_ms=0.0, search_ms=0.0, vector=None, generation=""
         )
 
+    def unknown_names(self, question: str) -> list[str]:
+        return []
+
     def close(self) -> None:
         pass
 
