@@ -148,7 +148,9 @@ def one_list(
 def _names_asked(item: str, question: str) -> bool:
     """Whether ``item`` is a name the question itself gives: asked how many friends Ann
     has, Ann is not one of them."""
-    return bool(_NAMES.fullmatch(item)) and item.casefold() in question.casefold()
+    return bool(_NAMES.fullmatch(item)) and bool(
+        re.search(rf"(?<!\w){re.escape(item)}(?!\w)", question, re.I)
+    )
 
 
 def read(dec: SpanDecoder, question: str, context: Sequence[str]) -> Copied:

@@ -199,3 +199,5 @@ def test_the_one_asked_about_is_not_counted_in_their_own_list():
     context = ["Ann Lee, Bo Park and Cy Ode met at school."]
     out = _read(context, ["Ann Lee, Bo Park and Cy Ode"], "How many friends does Ann Lee have?")
     assert out.text == "2 (Bo Park, Cy Ode)"
+    out = _read(["Ann, Bo and Cy met at school."], ["Ann, Bo"], "How many friends has Anna?")
+    assert out.text == "3 (Ann, Bo, Cy)"  # Ann is not Anna
