@@ -47,10 +47,12 @@ def subject(
     what the whole corpus is about. ``subject_words``: the share of those found in the
     evidence; ``subject_names``: the same for the capitalized ones. Asked for a pet the
     page never names, the model copies a neighbour's, whose sentence does not name the
-    person asked about (docs/BENCHMARKS.md, "Answers grounded by construction")."""
+    person asked about (docs/BENCHMARKS.md, "Answers grounded by construction").
+    ``evidence_words``: the share of all the question's words found there: asked when
+    someone was born, the model copies the year she settled somewhere."""
     words = list(dict.fromkeys(content_words(question)))
     if not evidence or not words:
-        return {"subject_words": 1.0, "subject_names": 1.0}
+        return {"subject_words": 1.0, "subject_names": 1.0, "evidence_words": 1.0}
     names = {m.group(0).lower() for m in NAME.finditer(question.strip())}
     apart = rare(words)
     shown = vocabulary([f"{heading} {sentence}" for heading, sentence in evidence])
@@ -58,7 +60,11 @@ def subject(
     def share(ws: list[str]) -> float:
         return round(sum(found_in(w, shown) for w in ws) / len(ws), 4) if ws else 1.0
 
-    return {"subject_words": share(apart), "subject_names": share([w for w in apart if w in names])}
+    return {
+        "subject_words": share(apart),
+        "subject_names": share([w for w in apart if w in names]),
+        "evidence_words": share(words),
+    }
 
 
 # Each rule input from an answer's signals. The others `signals` records (similarity,
@@ -71,6 +77,7 @@ INPUTS: dict[str, Callable[[dict[str, float]], float]] = {
     "logprob": lambda s: s.get("logprob", 0.0),
     "subject_names": lambda s: s.get("subject_names", 1.0),
     "subject_words": lambda s: s.get("subject_words", 1.0),
+    "evidence_words": lambda s: s.get("evidence_words", 1.0),
     "asked": lambda s: s.get("asked", 0.5),
     "supported": lambda s: s.get("supported", 0.5),
 }
@@ -100,8 +107,8 @@ class Rule:
 # fit chose falls at 0.5, the `min_answerable` default, for either rule.
 CHECKED = Rule(
     ("log_idk_prob", "logprob", "subject_names", "subject_words", "asked", "supported"),
-    (-0.804, 0.3034, 1.04, 0.9121, 4.7932, 2.8667),
-    -5.9923,
+    (-0.9459, 0.2849, 0.3465, 0.1888, 3.633, 4.245),
+    -5.3605,
 )
 UNCHECKED = Rule(
     ("log_idk_prob", "logprob", "subject_names", "subject_words"),

@@ -20,7 +20,7 @@ import json
 import math
 from pathlib import Path
 
-from ..answer.answerable import CHECKED, UNCHECKED, Rule
+from ..answer.answerable import CHECKED, INPUTS, UNCHECKED, Rule
 from ..config import Settings
 
 
@@ -76,8 +76,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--unchecked", action="store_true", help="the rule for check_answers = false")
     ap.add_argument("--min-score", type=float, default=Settings().min_score)
     ap.add_argument("--slack", type=float, default=0.05, help="false abstention the cut may add")
+    ap.add_argument("--inputs", help="comma-separated inputs to fit (default: the rule's own)")
     args = ap.parse_args(argv)
     inputs = (UNCHECKED if args.unchecked else CHECKED).inputs
+    if args.inputs:
+        inputs = tuple(args.inputs.split(","))
+        if unknown := [i for i in inputs if i not in INPUTS]:
+            ap.error(f"no such input: {', '.join(unknown)} (there are {', '.join(INPUTS)})")
     sets = {}
     for spec in args.reports:
         name, path = spec.split("=", 1)
