@@ -316,7 +316,7 @@ class Asker:
         top = hits[: s.context_passages]
         pages = subject_pages(question, top)
         if pages:  # the question names a page: read all of it
-            rest = self.retriever.rest_of_pages(hits, pages)
+            rest = self.retriever.rest_of_pages(hits, pages, found.vector)
             top, hits = top + rest, hits + rest
         chosen = focus(question, top, self.retriever.embedder, len(top), s.context_sentences)
         timings.focus_ms = round((time.perf_counter() - t0) * 1000, 2)

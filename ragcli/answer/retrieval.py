@@ -173,10 +173,15 @@ class Retriever:
         return SearchResult(query, hits, (t1 - t0) * 1000, (t2 - t1) * 1000, vector, generation)
 
     def rest_of_pages(
-        self, hits: Sequence[Hit], paths: Mapping[str, object], limit: int = PAGE_PASSAGES
+        self,
+        hits: Sequence[Hit],
+        paths: Mapping[str, object],
+        vector: np.ndarray | None = None,
+        limit: int = PAGE_PASSAGES,
     ) -> list[Hit]:
         """The passages of the pages at ``paths`` that ``hits`` lack, as hits ranked after
-        them, each with the similarity of its page's best hit (not retrieved: score 0).
+        them (not retrieved: score 0), with their similarity to the query ``vector`` (or,
+        without one, that of their page's best hit).
 
         Asked who Ann married, retrieval brings every page that speaks of marriage, and
         the passage of Ann's page that says it may not be among them."""
@@ -191,8 +196,12 @@ class Retriever:
                 for c in self.store.page(path, limit)
                 if (c.path, c.ordinal) not in have
             ]
+            sims = {} if vector is None else self.store.similarity(vector, [c.id for c in rest])
         after = max((h.rank for h in hits), default=0)
-        return [Hit(c, 0.0, after + i, best.get(c.path, 0.0)) for i, c in enumerate(rest, 1)]
+        return [
+            Hit(c, 0.0, after + i, sims.get(c.id, best.get(c.path, 0.0)))
+            for i, c in enumerate(rest, 1)
+        ]
 
     def unknown_names(self, question: str) -> list[str]:
         """The names the question gives that no passage of the index holds.

@@ -57,13 +57,19 @@ def settings(tmp_path_factory, embedder):
 
 def test_the_rest_of_a_page_comes_after_the_hits_in_order(settings, embedder):
     with Retriever(settings, embedder=embedder) as r:
-        hits = r.search("When was Rhea Sand born?", k=1).hits
+        found = r.search("When was Rhea Sand born?", k=1)
+        hits = found.hits
         assert hits[0].chunk.path.endswith("rhea-sand.md") and hits[0].chunk.ordinal == 0
-        rest = r.rest_of_pages(hits, {hits[0].chunk.path: "rhea sand"})
+        page = {hits[0].chunk.path: "rhea sand"}
+        rest = r.rest_of_pages(hits, page, found.vector)
+        # Without the query vector, each passage takes its page's best similarity.
+        unscored = r.rest_of_pages(hits, page)
     assert [h.chunk.ordinal for h in rest] == list(range(1, len(rest) + 1))
     assert len(rest) >= 2 and "Karl Ness" in rest[-1].chunk.text
     assert [h.rank for h in rest] == list(range(2, len(rest) + 2))
-    assert all(h.similarity == hits[0].similarity for h in rest)
+    own = embedder.embed([h.chunk.text for h in rest]) @ found.vector
+    assert [h.similarity for h in rest] == pytest.approx(list(own), abs=0.02)
+    assert all(h.similarity == hits[0].similarity for h in unscored)
 
 
 def test_a_spouse_comes_from_the_page_asked_about(settings, embedder):
