@@ -67,9 +67,10 @@ def subject(
     }
 
 
-# Each rule input from an answer's signals. The others `signals` records (similarity,
-# coverage, missing words, overruled steps) separated nothing on the fit halves of our
-# sets (docs/BENCHMARKS.md, "Answers grounded by construction").
+# Each input a rule may weigh, from an answer's signals (`evidence_words` is one the rules
+# do not: it helped only on the halves it was fit on). The others `signals` records
+# (similarity, coverage, missing words, overruled steps) separated nothing on the fit
+# halves of our sets (docs/BENCHMARKS.md, "Answers grounded by construction").
 INPUTS: dict[str, Callable[[dict[str, float]], float]] = {
     # the model's probability of "I don't know" at the first token, log10
     "log_idk_prob": lambda s: math.log10(s.get("idk_prob", 0.0) + 1e-6),
