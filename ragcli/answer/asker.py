@@ -318,7 +318,7 @@ class Asker:
         if pages:  # the question names a page: read all of it
             rest = self.retriever.rest_of_pages(hits, pages, found.vector)
             top, hits = top + rest, hits + rest
-        chosen = focus(question, top, self.retriever.embedder, len(top), s.context_sentences)
+        chosen = focus(question, top, self.retriever.embedder, len(top), s.context_sentences, pages)
         timings.focus_ms = round((time.perf_counter() - t0) * 1000, 2)
         if not chosen.sentences or chosen.best_similarity < s.min_score:
             return answer(IDK, "", "no_relevant_passages")
@@ -395,13 +395,17 @@ class Asker:
         }
         if not copied.abstained:
             by_rank = {h.rank: h.chunk for h in hits}
-            shown = [i for i in copied.sentences if chosen.ranks[i] in by_rank]
-            evidence = [(by_rank[chosen.ranks[i]].heading, chosen.sentences[i]) for i in shown]
+            shown = [
+                (by_rank[chosen.ranks[i]], chosen.sentences[i])
+                for i in copied.sentences
+                if chosen.ranks[i] in by_rank
+            ]
+            evidence = [(chunk.heading, sentence) for chunk, sentence in shown]
             signals.update(answerable.subject(question, evidence, self.retriever.rare_words))
             if s.check_answers:
                 engine = self.engine
                 asked = verify.answerable(engine, question, chosen.sentences, s.use_cache)
-                titled = [(by_rank[chosen.ranks[i]].title, chosen.sentences[i]) for i in shown]
+                titled = [(chunk.title, sentence) for chunk, sentence in shown]
                 judged = verify.supported(engine, question, copied.text, titled, s.use_cache)
                 signals.update(asked=round(asked, 4), supported=round(judged, 4))
         signals["answerable"] = round(answerable.probability(signals), 4)

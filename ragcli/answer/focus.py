@@ -152,18 +152,26 @@ def about(text: str, path: str, pages: dict[str, str]) -> bool:
     return not pages or path in pages or any(t in text.casefold() for t in pages.values())
 
 
-def focus(question: str, hits: list[Hit], embedder: Embedder, passages: int, keep: int) -> Focus:
+def focus(
+    question: str,
+    hits: list[Hit],
+    embedder: Embedder,
+    passages: int,
+    keep: int,
+    pages: dict[str, str] | None = None,
+) -> Focus:
     """The ``keep`` best sentences of the top ``passages`` for ``question``, with neighbours.
 
     Sentences that try to instruct the model are dropped first: a document cannot
-    change the rules. When the question names a page, only sentences of that page or
-    naming it are read (:func:`subject_pages`).
+    change the rules. When the question names a page (``pages``, found by
+    :func:`subject_pages` when not given), only sentences of that page or naming it are read.
     """
     cands: list[tuple[str, int, int, str, int]] = []  # path, ordinal, index, sentence, rank
     seen: set[str] = set()
     top = hits[:passages]
     near = max((h.similarity for h in top), default=0.0) - PASSAGE_MARGIN
-    pages = subject_pages(question, top)
+    if pages is None:
+        pages = subject_pages(question, top)
     for h in top:
         if h.similarity < near and h.chunk.path not in pages:  # a page asked about is read whole
             continue

@@ -10,7 +10,7 @@ two, and a rebuild with another embedding model brings its own query encoder.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -175,7 +175,7 @@ class Retriever:
     def rest_of_pages(
         self,
         hits: Sequence[Hit],
-        paths: Mapping[str, object],
+        paths: Iterable[str],
         vector: np.ndarray | None = None,
         limit: int = PAGE_PASSAGES,
     ) -> list[Hit]:
