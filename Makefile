@@ -55,27 +55,46 @@ PYDOCS := /usr/share/doc/python3.11/html
 $(PYDOCS):
 	apt-get install -y -q python3.11-doc || (apt-get update -q && apt-get install -y -q python3.11-doc)
 
-# Answer quality on four sets: dev, the demo, near-topic questions over the same pages
-# (ragcli/bench/data), generated facts about fictional people (ragcli/bench/facts.py); then
-# the answerability rule refit on the fit halves and scored on the halves it never saw.
-# Reports in .bench/; figures in docs/BENCHMARKS.md ("Answers grounded by construction").
+POSTFIX := /usr/share/doc/postfix/html
+
+# The Postfix manual, for the held-out documentation set (a Debian package).
+$(POSTFIX):
+	apt-get install -y -q postfix-doc || (apt-get update -q && apt-get install -y -q postfix-doc)
+
+# Answer quality on six sets: dev, the demo, near-topic questions over the same pages
+# (ragcli/bench/data), generated facts about fictional people (ragcli/bench/facts.py), the
+# French set and the Postfix manual (benchmarks/sets/, never fit on); then the answerability
+# rule fit leaving each corpus out in turn, and on all but Postfix.
+# Reports in .bench/; figures in docs/BENCHMARKS.md ("Answers on unseen documents").
 ANSWERS := .bench/answers
 RULE_OFF := RAG_CONFIG=$(ANSWERS)/rule-off.toml  # every question to the model, every copied answer kept, with its signals
-bench-answers: install
+SETS := benchmarks/sets
+bench-answers: install $(POSTFIX)
 	mkdir -p $(ANSWERS)
 	printf 'min_answerable = 0.0\nmin_score = 0.0\n' > $(ANSWERS)/rule-off.toml
 	$(BIN)/python -m ragcli.bench.facts $(ANSWERS)/facts
+	sh $(SETS)/postfix-readme/make-docs.sh $(ANSWERS)/postfix-docs
 	$(BIN)/rag index ../shared/eval/pydocs --index .rag-pydocs -q
 	$(BIN)/rag index corpora --index $(ANSWERS)/demo-index -q
 	$(BIN)/rag index $(ANSWERS)/facts/docs --index $(ANSWERS)/facts-index -q
+	$(BIN)/rag index $(SETS)/french/docs --index $(ANSWERS)/french-index -q
+	$(BIN)/rag index $(ANSWERS)/postfix-docs --index $(ANSWERS)/postfix-index -q
 	$(RULE_OFF) $(BIN)/rag eval ../shared/eval/pydocs-dev.jsonl --index .rag-pydocs --json -q > $(ANSWERS)/dev.json
 	$(RULE_OFF) $(BIN)/rag eval corpora/questions.jsonl --index $(ANSWERS)/demo-index --json -q > $(ANSWERS)/demo.json
 	$(RULE_OFF) $(BIN)/rag eval ragcli/bench/data/pydocs-near-topic.jsonl --index .rag-pydocs --json -q > $(ANSWERS)/near.json
 	$(RULE_OFF) $(BIN)/rag eval $(ANSWERS)/facts/questions.jsonl --index $(ANSWERS)/facts-index --json -q > $(ANSWERS)/facts.json
+	$(RULE_OFF) $(BIN)/rag eval $(SETS)/french/questions.jsonl --index $(ANSWERS)/french-index --json -q > $(ANSWERS)/french.json
+	$(RULE_OFF) $(BIN)/rag eval $(SETS)/postfix-readme/questions.jsonl --index $(ANSWERS)/postfix-index --json -q > $(ANSWERS)/postfix.json
 	$(BIN)/python -m ragcli.bench.answerability dev=$(ANSWERS)/dev.json demo=$(ANSWERS)/demo.json \
-		near=$(ANSWERS)/near.json facts=$(ANSWERS)/facts.json --fit near --fit facts
+		near=$(ANSWERS)/near.json facts=$(ANSWERS)/facts.json french=$(ANSWERS)/french.json \
+		postfix=$(ANSWERS)/postfix.json --fit dev --fit near --fit demo --fit facts --fit french \
+		--corpus pydocs=dev,near --leave-out
 	$(BIN)/python -m ragcli.bench.answerability dev=$(ANSWERS)/dev.json demo=$(ANSWERS)/demo.json \
-		near=$(ANSWERS)/near.json facts=$(ANSWERS)/facts.json --fit near --fit facts --unchecked
+		near=$(ANSWERS)/near.json facts=$(ANSWERS)/facts.json french=$(ANSWERS)/french.json \
+		postfix=$(ANSWERS)/postfix.json --fit dev --fit near --fit demo --fit facts --fit french \
+		--corpus pydocs=dev,near --leave-out --unchecked
+	$(BIN)/rag eval ../shared/eval/pydocs-dev.jsonl --index .rag-pydocs --retrieval-only --json -q > $(ANSWERS)/dev-shown.json
+	$(BIN)/rag eval $(SETS)/postfix-readme/questions.jsonl --index $(ANSWERS)/postfix-index --retrieval-only --json -q > $(ANSWERS)/postfix-shown.json
 
 bench: install $(PYDOCS) bench-answers
 	$(BIN)/rag bench prefill --model qwen2.5-coder-1.5b --model gemma-3-270m --max-len 4096 \

@@ -10,6 +10,11 @@ per set and half, accuracy, abstention and false abstention with the rule and th
 
     python -m ragcli.bench.answerability near=near.json facts=facts.json dev=dev.json \\
         --fit near --fit facts [--unchecked]
+
+With ``--leave-out``, each corpus named with ``--fit`` (sets over the same documents joined
+by ``--corpus pydocs=dev,near``) is left out in turn: the rule is fit on the whole of the
+other fit corpora and scored on the one left out, so a signal that helps only where it was
+fit shows as a loss there. Sets not named with ``--fit`` are never fit on.
 """
 
 from __future__ import annotations
@@ -68,6 +73,53 @@ def score(rows: list[dict], rule: Rule, cut: float, min_score: float) -> dict[st
     }
 
 
+def fitted(
+    rows: list[dict], inputs: tuple[str, ...], min_score: float, slack: float, cut: float | None
+) -> tuple[Rule, float]:
+    """A rule fit on ``rows`` and its cut: the highest that withholds at most ``slack``
+    more of their answerable questions than no rule does."""
+    # Right answers against answers to unanswerable questions: a wrong answer to an
+    # answerable question is wrong either way, and would teach the rule nothing.
+    train = [
+        r
+        for r in rows
+        if r["reason"] == "answered"
+        and r["signals"].get("similarity", 1.0) >= min_score
+        and (r["correct"] or not r["answerable"])
+    ]
+    blank = Rule(inputs, (0.0,) * len(inputs), 0.0)
+    weights, bias = fit(
+        [blank.features(r["signals"]) for r in train], [r["answerable"] for r in train]
+    )
+    rule = Rule(inputs, tuple(round(w, 4) for w in weights), round(bias, 4))
+    if cut is None:
+        base = score(rows, rule, 0.0, min_score)["false_abstention"]
+        cut = max(
+            [0.0]
+            + [
+                c
+                for c in [i / 100 for i in range(1, 96)]
+                if score(rows, rule, c, min_score)["false_abstention"] <= base + slack
+            ]
+        )
+    return rule, cut
+
+
+def leave_out(
+    sets: dict[str, list[dict]],
+    corpora: dict[str, list[str]],
+    inputs: tuple[str, ...],
+    min_score: float,
+    slack: float,
+) -> None:
+    """Each corpus left out of the fit in turn, scored with the rule the others gave."""
+    for left, names in corpora.items():
+        rows = [r for c, ns in corpora.items() if c != left for n in ns for r in sets[n]]
+        rule, cut = fitted(rows, inputs, min_score, slack, None)
+        held = [r for n in names for r in sets[n]]
+        print("left out", left, score(held, rule, cut, min_score), "cut", cut)
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("reports", nargs="+", help="NAME=rag-eval-report.json")
@@ -77,6 +129,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--min-score", type=float, default=Settings().min_score)
     ap.add_argument("--slack", type=float, default=0.05, help="false abstention the cut may add")
     ap.add_argument("--inputs", help="comma-separated inputs to fit (default: the rule's own)")
+    ap.add_argument(
+        "--leave-out", action="store_true", help="leave each --fit corpus out in turn; fit on all"
+    )
+    ap.add_argument(
+        "--corpus", action="append", default=[], help="NAME=SET,SET: sets over one corpus"
+    )
     args = ap.parse_args(argv)
     inputs = (UNCHECKED if args.unchecked else CHECKED).inputs
     if args.inputs:
@@ -87,34 +145,18 @@ def main(argv: list[str] | None = None) -> None:
     for spec in args.reports:
         name, path = spec.split("=", 1)
         sets[name] = json.loads(Path(path).read_text())["rows"]
-    # Right answers against answers to unanswerable questions: a wrong answer to an
-    # answerable question is wrong either way, and would teach the rule nothing.
-    train = [
-        r
-        for name in args.fit
-        for r in sets[name]
-        if half(r["id"]) == "fit"
-        and r["reason"] == "answered"
-        and r["signals"].get("similarity", 1.0) >= args.min_score
-        and (r["correct"] or not r["answerable"])
-    ]
-    blank = Rule(inputs, (0.0,) * len(inputs), 0.0)
-    weights, bias = fit(
-        [blank.features(r["signals"]) for r in train], [r["answerable"] for r in train]
-    )
-    rule = Rule(inputs, tuple(round(w, 4) for w in weights), round(bias, 4))
-    fit_rows = [r for name in args.fit for r in sets[name] if half(r["id"]) == "fit"]
-    cut = args.cut
-    if cut is None:  # the highest cut that withholds at most `slack` more answerable questions
-        base = score(fit_rows, rule, 0.0, args.min_score)["false_abstention"]
-        cut = max(
-            [0.0]
-            + [
-                c
-                for c in [i / 100 for i in range(1, 96)]
-                if score(fit_rows, rule, c, args.min_score)["false_abstention"] <= base + args.slack
-            ]
-        )
+    if args.leave_out:
+        corpora = {n: [n] for n in args.fit}
+        for spec in args.corpus:
+            name, members = spec.split("=", 1)
+            for m in members.split(","):
+                corpora.pop(m, None)
+            corpora[name] = members.split(",")
+        leave_out(sets, corpora, inputs, args.min_score, args.slack)
+        fit_rows = [r for ns in corpora.values() for n in ns for r in sets[n]]
+    else:
+        fit_rows = [r for name in args.fit for r in sets[name] if half(r["id"]) == "fit"]
+    rule, cut = fitted(fit_rows, inputs, args.min_score, args.slack, args.cut)
     # The rule as ragcli keeps it: the bias moved so that the cut falls at 0.5, where
     # `min_answerable` puts it for either rule.
     centred = round(rule.bias - math.log(cut / (1 - cut)), 4) if 0 < cut < 1 else rule.bias
@@ -123,7 +165,8 @@ def main(argv: list[str] | None = None) -> None:
     for name, rows in sets.items():
         for part in ("fit", "test"):
             chosen = [r for r in rows if half(r["id"]) == part]
-            tag = "fit" if name in args.fit and part == "fit" else "not fit"
+            fit_on = name in args.fit and (args.leave_out or part == "fit")
+            tag = "fit" if fit_on else "not fit"
             print(name, part, tag, score(chosen, rule, cut, args.min_score))
         print(name, "all", score(rows, rule, cut, args.min_score))
 
