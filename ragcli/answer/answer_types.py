@@ -1,41 +1,129 @@
-"""The shape of answer a question wants: a span of text, yes or no, or a count."""
+"""What a question asks for, and whether an answer is of that type.
+
+Two readings of a question. Its *shape* decides how the model may answer: a span of the
+shown sentences, "Yes"/"No", or a list the tool counts. Its *type* (a person, a place,
+a date, a number) is checked against the span copied: asked where someone was born, a
+small model copies the year the page does give, and that span is withheld, not shown.
+English and French questions are read.
+"""
 
 from __future__ import annotations
 
 import re
 
-_COUNT = re.compile(r"\bhow\s+many\b|\bnumber\s+of\b", re.I)
+_COUNT = re.compile(r"\bhow\s+many\b|\bnumber\s+of\b|\bcombien\b|\bnombre\s+(?:de|d['’])", re.I)
 _YES_NO = re.compile(
-    r"^\s*(is|are|was|were|can|could|does|do|did|will|would|should|has|have|had|may|must)\b",
+    r"^\s*(is|are|was|were|can|could|does|do|did|will|would|should|has|have|had|may|must|"
+    r"est-ce\s+que?|est-ce\s+qu['’])\b",
     re.I,
 )
+_OR = re.compile(r"\b(?:or|ou)\b", re.I)
 
 
 def kind(question: str) -> str:
-    """``count``, ``yesno`` or ``span``."""
+    """The shape of answer: ``count``, ``yesno`` or ``span``."""
     if _COUNT.search(question):
         return "count"
-    if _YES_NO.match(question) and not re.search(r"\bor\b", question, re.I):
+    if _YES_NO.match(question) and not _OR.search(question):
         return "yesno"
     return "span"
 
 
-_WANTS_NUMBER = re.compile(
-    r"^\s*(?:when\s+(?:did|was|were|is|are|will|does|do|has|had)\b|"
-    r"(?:in\s+)?(?:what|which)\s+(?:year|month|date|decade|century)\b|"
-    r"how\s+(?:much|long|old|far|big|large|tall|high|often|many)\b)",
+_MONTHS = (
+    "january|february|march|april|may|june|july|august|september|october|november|december|"
+    "janvier|février|fevrier|mars|avril|mai|juin|juillet|août|aout|septembre|octobre|"
+    "novembre|décembre|decembre"
+)
+_NUMBER_WORDS = (
+    "zero|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|"
+    "forty|fifty|hundred|thousand|million|billion|dozen|half|"
+    "un|une|deux|trois|quatre|cinq|six|sept|huit|neuf|dix|onze|douze|vingt|trente|"
+    "quarante|cinquante|cent|cents|mille|million|millions|milliard|milliards|moitié"
+)
+_HAS_NUMBER = re.compile(rf"\d|\b(?:{_NUMBER_WORDS})\b", re.I)
+_HAS_DATE = re.compile(
+    rf"\d|\b(?:{_MONTHS}|spring|summer|autumn|fall|winter|century|decade|printemps|été|"
+    rf"automne|hiver|siècle|décennie|{_NUMBER_WORDS})\b",
     re.I,
 )
-_NUMBER_LIKE = re.compile(
-    r"\d|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|hundred|"
-    r"thousand|million|billion|dozen|january|february|march|april|may|june|july|august|"
-    r"september|october|november|december|spring|summer|autumn|fall|winter)\b",
+# A date alone: a year, a day and month, a month and year; nothing else in the span.
+_ONLY_DATE = re.compile(
+    rf"^\W*(?:(?:in|on|en|le|du|since|depuis|around|about|vers)\s+)?"
+    rf"(?:\d{{1,2}}(?:st|nd|rd|th|er)?\s+)?(?:(?:{_MONTHS})\s+)?(?:\d{{1,2}},?\s+)?"
+    rf"\d{{1,4}}(?:\s*(?:BC|AD|BCE|CE|av\.\s*J\.-C\.))?\W*$|"
+    rf"^\W*(?:{_MONTHS})\s+\d{{1,2}}(?:,?\s+\d{{4}})?\W*$",
     re.I,
 )
+_ONLY_NUMBER = re.compile(r"^\W*[\d][\d\s,.%]*\W*$")
+
+_TYPES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    (
+        "date",
+        re.compile(
+            r"^\s*(?:when\s+(?:did|was|were|is|are|will|does|do|has|had|can|could|would)\b|"
+            r"since\s+when\b|"
+            r"(?:in|on|by|from|until)\s+(?:what|which)\s+(?:year|month|date|day|decade|century)\b|"
+            r"(?:what|which)\s+(?:year|month|date|day|decade|century)\b|"
+            r"quand\b|depuis\s+quand\b|"
+            r"(?:en|dans|à|a|de|depuis)\s+(?:quelle|quel)\s+(?:année|annee|date|mois|siècle|"
+            r"siecle|époque|epoque|jour)\b|"
+            r"(?:quelle|quel)\s+(?:année|annee|date|mois|siècle|siecle|jour)\b|"
+            r"(?:quelle|quel)\s+est\s+(?:la\s+)?(?:date|année|annee)\b)",
+            re.I,
+        ),
+    ),
+    (
+        "place",
+        re.compile(
+            r"^\s*(?:where\b|from\s+where\b|"
+            r"(?:in|at|to|from|on|near)\s+(?:what|which)\s+(?:city|town|country|village|"
+            r"place|region|state|county|province|island|continent|river)\b|"
+            r"(?:what|which)\s+(?:city|town|country|village|region|island|continent)\b|"
+            r"où\b|d['’]où\b|"
+            r"(?:dans|à|a|en|de|vers|sur)\s+(?:quelle|quel)\s+(?:ville|pays|village|région|"
+            r"region|lieu|île|ile|continent|département|departement|fleuve)\b|"
+            r"(?:quelle|quel)\s+(?:ville|pays|village|région|region|lieu|île|ile)\b)",
+            re.I,
+        ),
+    ),
+    (
+        "number",
+        re.compile(
+            r"^\s*(?:how\s+(?:much|long|old|far|big|large|tall|high|often|many|deep|wide|heavy)\b|"
+            r"(?:what|which)\s+(?:percentage|proportion|share|fraction)\b|"
+            r"what\s+is\s+the\s+(?:population|length|height|depth|area|age|distance)\b|"
+            r"combien\b|(?:quelle|quel)\s+(?:est\s+(?:la\s+|le\s+|l['’]\s*)?)?"
+            r"(?:âge|age|hauteur|longueur|distance|durée|duree|altitude|superficie|population|"
+            r"pourcentage|proportion)\b)",
+            re.I,
+        ),
+    ),
+    ("person", re.compile(r"^\s*(?:who|whom|qui)\b", re.I)),
+)
+
+
+def wants(question: str) -> str:
+    """The type of answer asked for: ``date``, ``place``, ``number``, ``person``,
+    ``yesno`` or ``other`` (no check)."""
+    if kind(question) == "yesno":
+        return "yesno"
+    for name, pattern in _TYPES:
+        if pattern.search(question):
+            return name
+    return "other"
 
 
 def fits(question: str, answer: str) -> bool:
-    """Whether the answer has the shape the question asks for: a "when" or "how much"
-    question is not answered by a name (the model copies a nearby place for a birth year
-    the document never gives)."""
-    return not _WANTS_NUMBER.match(question) or bool(_NUMBER_LIKE.search(answer))
+    """Whether the answer is of the type the question asks for.
+
+    A "when" question is answered by something with a date in it, a "how much" one by a
+    number; a "where" or "who" question is not answered by a date or a number alone
+    (asked where someone was born, the model copies the year the page gives instead)."""
+    want = wants(question)
+    if want == "date":
+        return bool(_HAS_DATE.search(answer))
+    if want == "number":
+        return bool(_HAS_NUMBER.search(answer))
+    if want in ("place", "person"):
+        return not (_ONLY_DATE.match(answer) or _ONLY_NUMBER.match(answer))
+    return True

@@ -22,32 +22,26 @@ from .. import __version__
 from ..config import ANSWER_SETTINGS, Settings
 from ..errors import RagError
 from ..llm.base import Engine, OnText, Timings
-from ..llm.constrain import SpanDecoder
 from ..llm.open import open_engine
 from ..models import CATALOG, DEFAULT_MODEL, GenerationModel, generation_model
 from ..records import Hit
 from ..stores.base import package_version
-from . import answerable, copying, verify
-from .copying import Copied
+from . import copying, verdict
 from .focus import Focus, focus, subject_pages
-from .grounding import support
 from .prompt import (
     CHAT_EXAMPLES,
     CHAT_INSTRUCTIONS,
     EXAMPLES,
-    IDK,
     INSTRUCTIONS,
     LIST_HINT,
     PROMPT_VERSION,
     Prompt,
-    clean_answer,
     engine_prompt,
-    is_refusal,
 )
-from .retrieval import Retriever
+from .retrieval import Retriever, SearchResult
 from .semcache import FILE as ANSWER_CACHE_FILE
 from .semcache import AnswerCache, CachedAnswer, cache_key
-from .shapes import fits
+from .verdict import Verdict
 
 MODEL_REASONS = (
     "answered",
@@ -145,6 +139,10 @@ def _cached_answer(question: str, hit: CachedAnswer, hits: list[Hit], t: AnswerT
         cache_similarity=round(hit.similarity, 4),
         cached_question=hit.question,
     )
+
+
+def _ms_since(t0: float) -> float:
+    return round((time.perf_counter() - t0) * 1000, 2)
 
 
 def _ids(hits: list[Hit]) -> list[int]:
@@ -268,160 +266,113 @@ class Asker:
         return engine_prompt(question, context, self.engine)
 
     def ask(self, question: str, on_text: OnText | None = None) -> Answer:
-        """Retrieve, generate, then apply the rules; never raises for "no answer"."""
+        """Answer ``question``; never raises for "no answer".
+
+        The pipeline: the answer cache, names the index never holds, what the model reads,
+        the prompt, generation, the verdict (answer/verdict.py), and keeping it."""
         started = time.perf_counter()
         s = self.settings
         found = self.retriever.search(question, s.top_k)
-        hits = found.hits
         timings = AnswerTimings(
             embed_ms=round(found.embed_ms, 2), search_ms=round(found.search_ms, 2)
         )
-
-        cache, scope, key = self._answer_slot(hits, found.vector, found.generation)
+        cache, scope, key = self._answer_slot(found.hits, found.vector, found.generation)
         if cache is not None and key is not None:
             hit = cache.lookup(key, question, found.vector)
             if hit is not None:
                 if on_text:
                     on_text(hit.raw_answer)
                 timings.cache_source = "answer"
-                timings.total_ms = timings.ttft_ms = round(
-                    (time.perf_counter() - started) * 1000, 2
-                )
-                cached = _cached_answer(question, hit, hits, timings)
+                timings.total_ms = timings.ttft_ms = _ms_since(started)
+                cached = _cached_answer(question, hit, found.hits, timings)
                 cached.generation = found.generation
                 return cached
         self.start_loading()  # no cached answer: the model is needed (if anything is)
 
-        def answer(text: str, raw: str, reason: str, share: float | None = None, prompt=None):
-            timings.total_ms = round((time.perf_counter() - started) * 1000, 2)
+        def answer(judged: Verdict, hits: list[Hit], prompt: Prompt | None = None) -> Answer:
+            timings.total_ms = _ms_since(started)
             model = self.engine.model.name if self.engine_loaded else _model_name(s)
             return Answer(
                 question=question,
-                answer=text,
-                answered=reason == "answered",
-                raw_answer=raw,
-                grounded=reason != "not_supported",
-                reason=reason,
+                answer=judged.text,
+                answered=judged.answered,
+                raw_answer=judged.raw,
+                grounded=judged.reason != "not_supported",
+                reason=judged.reason,
                 sources=hits,
                 timings=timings,
                 model=model,
-                support=share,
+                support=judged.support,
                 prompt=prompt.text if prompt else "",
+                cited=judged.cited,
+                evidence=judged.evidence,
+                signals=judged.signals,
                 generation=found.generation,
             )
 
         if self.retriever.unknown_names(question):  # about something the documents never name
-            return answer(IDK, "", "no_relevant_passages")
+            return answer(verdict.nothing_found(question), found.hits)
         t0 = time.perf_counter()
-        top = hits[: s.context_passages]
-        pages = subject_pages(question, top)
-        if pages:  # the question names a page: read all of it
-            rest = self.retriever.rest_of_pages(hits, pages, found.vector)
-            top, hits = top + rest, hits + rest
-        chosen = focus(question, top, self.retriever.embedder, len(top), s.context_sentences, pages)
-        timings.focus_ms = round((time.perf_counter() - t0) * 1000, 2)
+        hits, chosen = self.read(question, found)
+        timings.focus_ms = _ms_since(t0)
         if not chosen.sentences or chosen.best_similarity < s.min_score:
-            return answer(IDK, "", "no_relevant_passages")
+            return answer(verdict.nothing_found(question), hits)
         t_wait = time.perf_counter()
         waited = not self.engine_loaded
         prompt = self.build_prompt(question, chosen.sentences)
         if waited:  # what the question waited for the model, not the whole load
-            timings.model_load_ms = round((time.perf_counter() - t_wait) * 1000, 2)
+            timings.model_load_ms = _ms_since(t_wait)
+        judged = self._generate(question, prompt, hits, chosen, timings, started, on_text)
+        return self._keep(cache, scope, key, found.vector, answer(judged, hits, prompt))
+
+    def _generate(
+        self,
+        question: str,
+        prompt: Prompt,
+        hits: list[Hit],
+        chosen: Focus,
+        timings: AnswerTimings,
+        started: float,
+        on_text: OnText | None,
+    ) -> Verdict:
+        """Run the model over ``prompt`` (copying from the sentences where it can) and judge
+        what it gave."""
+        s = self.settings
         engine = self.engine
-        copies = s.copy_answers and engine.can_constrain
-        dec = (
-            copying.decoder(question, chosen.sentences, lambda: engine.vocabulary)
-            if copies
-            else None
-        )
+        dec = None
+        if s.copy_answers and engine.can_constrain:
+            dec = copying.decoder(question, chosen.sentences, lambda: engine.vocabulary)
         max_tokens = s.max_tokens
         if dec is not None and dec.lists:
             max_tokens = max(max_tokens, copying.COUNT_TOKENS)
-        before_generate = (time.perf_counter() - started) * 1000
+        before_generate = _ms_since(started)
         gen = engine.generate(
             prompt, max_tokens, on_text=on_text, use_cache=s.use_cache, constraint=dec
         )
         timings.take(gen.timings)
         # Time to first token as the user feels it: from the question, retrieval included.
         timings.ttft_ms = round(before_generate + gen.timings.ttft_ms, 2)
-        if dec is not None:
-            copied = copying.read(dec, question, chosen.sentences)
-            signals = self._signals(question, chosen, hits, dec, copied)
-            if copied.abstained:
-                result = answer(IDK, gen.text.strip(), "model_abstained", prompt=prompt)
-            elif not self._answerable(question, copied.text, signals):
-                result = answer(IDK, copied.text, "not_answerable", prompt=prompt)
-            else:
-                result = answer(copied.text, gen.text.strip(), "answered", 1.0, prompt)
-                result.evidence = copying.evidence(copied, chosen.sentences, chosen.ranks, hits)
-                result.cited = list(dict.fromkeys(e["rank"] for e in result.evidence))
-            result.signals = signals
-            return self._keep(cache, scope, key, found.vector, result)
-        raw = clean_answer(gen.text)
-        if is_refusal(raw):
-            result = answer(IDK, raw, "model_abstained", prompt=prompt)
-            return self._keep(cache, scope, key, found.vector, result)
-        # The answer must come from what the model was shown.
-        share = support(raw, chosen.sentences, question)
-        if share < s.min_support:
-            result = answer(IDK, raw, "not_supported", share, prompt)
-            return self._keep(cache, scope, key, found.vector, result)
-        result = answer(raw, raw, "answered", share, prompt)
-        # Cite the sources of the sentences that hold every word of the answer.
-        result.cited = list(
-            dict.fromkeys(
-                rank
-                for sentence, rank in zip(chosen.sentences, chosen.ranks, strict=True)
-                if support(raw, [sentence], question) == 1.0
-            )
+        if dec is None:
+            return verdict.judge_written(question, gen.text, chosen, s.min_support)
+        copied = copying.read(dec, question, chosen.sentences)
+        checks = engine if s.check_answers else None
+        measured = verdict.signals(
+            question, chosen, hits, dec, copied, self.retriever.rare_words, checks, s.use_cache
         )
-        return self._keep(cache, scope, key, found.vector, result)
+        return verdict.judge_copied(question, copied, chosen, hits, measured, s, gen.text)
 
-    def _signals(
-        self, question: str, chosen: Focus, hits: list[Hit], dec: SpanDecoder, copied: Copied
-    ) -> dict[str, float]:
-        """What the answerability rule judges a copied answer on (see answer/answerable.py):
-        the decoder's figures, the words shown, and, for an answer, whether its sentences
-        name what the question is about and the model's replies to the two checks of
-        answer/verify.py."""
+    def read(self, question: str, found: SearchResult) -> tuple[list[Hit], Focus]:
+        """What the model reads for ``question``: the sentences chosen from the best passages
+        (all of a page the question names), and the hits they may come from."""
         s = self.settings
-        signals = {
-            "similarity": round(chosen.best_similarity, 4),
-            "idk_prob": round(dec.first_fixed_prob[0], 4) if dec.first_fixed_prob else 0.0,
-            "overruled": dec.overruled,
-            "first_overruled": float(dec.first_overruled),
-            "logprob": round(dec.logprob / max(dec.steps, 1), 4),
-            **answerable.lexical(question, chosen.sentences, [h.chunk.text for h in hits]),
-        }
-        if not copied.abstained:
-            by_rank = {h.rank: h.chunk for h in hits}
-            shown = [
-                (by_rank[chosen.ranks[i]], chosen.sentences[i])
-                for i in copied.sentences
-                if chosen.ranks[i] in by_rank
-            ]
-            evidence = [(chunk.heading, sentence) for chunk, sentence in shown]
-            signals.update(answerable.subject(question, evidence, self.retriever.rare_words))
-            if s.check_answers:
-                engine = self.engine
-                asked = verify.answerable(engine, question, chosen.sentences, s.use_cache)
-                titled = [(chunk.title, sentence) for chunk, sentence in shown]
-                judged = verify.supported(engine, question, copied.text, titled, s.use_cache)
-                signals.update(asked=round(asked, 4), supported=round(judged, 4))
-        signals["answerable"] = round(answerable.probability(signals), 4)
-        return signals
-
-    def _answerable(self, question: str, text: str, signals: dict[str, float]) -> bool:
-        """Whether a copied answer may stand. Withheld: the model's own first token was not
-        in the sentences (it wanted an answer from memory, and copying bent it to a nearby
-        span: 8 of 56 such answers to unanswerable questions on our sets, 1 of 123 right
-        ones), an answer without the number a "when" question asks for, and a low score
-        from the fitted rule (docs/BENCHMARKS.md, "Answers grounded by construction")."""
-        if signals.get("first_overruled"):
-            return False
-        if not fits(question, text):
-            return False
-        return signals["answerable"] >= self.settings.min_answerable
+        hits = found.hits
+        top = hits[: s.context_passages]
+        pages = subject_pages(question, top)
+        if pages:  # the question names a page: read all of it
+            rest = self.retriever.rest_of_pages(hits, pages, found.vector)
+            top, hits = top + rest, hits + rest
+        chosen = focus(question, top, self.retriever.embedder, len(top), s.context_sentences, pages)
+        return hits, chosen
 
     def _answer_slot(
         self, hits: list[Hit], vector, generation: str

@@ -15,13 +15,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..llm.constrain import Span, SpanDecoder, Vocabulary
+from .answer_types import kind
 from .prompt import IDK, context_text
-from .shapes import kind
 
 if TYPE_CHECKING:
     from ..records import Hit, StoredChunk
 
-_ITEM_SPLIT = re.compile(r"\s*(?:[,;&]|\band\b|\bor\b)\s*", re.I)
+_ITEM_SPLIT = re.compile(r"\s*(?:[,;&]|\band\b|\bor\b|\bet\b|\bou\b)\s*", re.I)
 _NUMBER = re.compile(
     r"\b(\d[\d,.]*|zero|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|"
     r"thirteen|fourteen|fifteen|sixteen|seventeen|eighteen|nineteen|twenty)\b",
@@ -47,23 +47,28 @@ class Copied:
     items: list[str]
 
 
+_LEADING_ARTICLE = re.compile(r"^(?:the|le|la|les|l['’])\s*(?=[A-Z])", re.I)
+
+
 def _items(parts: list[str]) -> list[str]:
-    """Distinct list items, in order: "A, B and C" is three, "- A" is "A"."""
+    """Distinct list items, in order: "A, B and C" is three, "- A" is "A", "La Vienne"
+    at the start of a sentence is "Vienne"."""
     seen: dict[str, str] = {}
     for part in parts:
         for item in _ITEM_SPLIT.split(part):
-            item = item.strip(" -*•:.\"'“”")
+            item = _LEADING_ARTICLE.sub("", item.strip(" -*•:.\"'“”"))
             if item:
                 seen.setdefault(item.casefold(), item)
     return list(seen.values())
 
 
 # A list of names goes on past an item: ", B", "; B", " and B", ", or B".
-_NAME = r"(?<![\w'’-])[A-Z][\w'’-]*(?:\s+(?:of\s+|de\s+|van\s+)?[A-Z][\w'’-]*){0,3}"
-_JOIN = r"(?:\s*[,;]\s*(?:(?:and|or)\s+)?|\s+(?:and|or|&)\s+)"
-_NAMES = re.compile(rf"{_NAME}(?:{_JOIN}{_NAME})*")
-_NEXT_NAME = re.compile(rf"{_JOIN}(?:the\s+)?({_NAME})")  # "France and the Netherlands"
-_PREV_NAME = re.compile(rf"({_NAME}){_JOIN}$")
+_NAME = r"(?:(?<![\w'’-])|(?<=\b[lLdD]['’]))[A-Z][\w'’-]*(?:\s+(?:of\s+|de\s+|van\s+)?[A-Z][\w'’-]*){0,3}"
+_JOIN = r"(?:\s*[,;]\s*(?:(?:and|or|et|ou)\s+)?|\s+(?:and|or|et|ou|&)\s+)"
+_ARTICLE = r"(?:the\s+|le\s+|la\s+|les\s+|l['’])?"  # "the Netherlands", "l'Allier"
+_NAMES = re.compile(rf"{_NAME}(?:{_JOIN}{_ARTICLE}{_NAME})*")
+_NEXT_NAME = re.compile(rf"{_JOIN}{_ARTICLE}({_NAME})")
+_PREV_NAME = re.compile(rf"({_NAME}){_JOIN}{_ARTICLE}$")
 _LOOK_BACK = 80  # characters searched for the name before an item
 
 
@@ -167,14 +172,108 @@ def read(dec: SpanDecoder, question: str, context: Sequence[str]) -> Copied:
     if not parts:
         return Copied("", True, [], [])
     if kind(question) == "count":
-        items, sentences = one_list(dec, spans, where)
-        items = [i for i in items if not _names_asked(i, question)]
-        if not items:
-            return Copied("", True, [], [])
-        if len(items) == 1 and _NUMBER.search(items[0]):
-            return Copied(items[0], False, sentences, [])  # the count is written out
-        return Copied(f"{len(items)} ({', '.join(items)})", False, sentences, items)
+        return counted(dec, spans, where, question, context)
     return Copied(text, False, sentences, [])
+
+
+def counted(
+    dec: SpanDecoder,
+    spans: list[Span],
+    where: list[tuple[int, int]],
+    question: str,
+    context: Sequence[str],
+) -> Copied:
+    """The count of the one list the model copied from, whole: continued into the next
+    sentence when that sentence names only more of it, narrowed to the kind the question
+    asks for ("sisters" of "a sister, A, and a brother, B") or summed over the kinds it
+    holds ("children" of "two sons, A and B, and a daughter, C"). One member is a count
+    of one: "1 (Name)"."""
+    items, sentences = one_list(dec, spans, where)
+    if sentences:
+        more, sentences = _continued(dec, spans, where, items, sentences, context)
+        items = _items(items + more)
+        items = _of_kind(items, context[sentences[0]], question)
+    items = [i for i in items if not _names_asked(i, question)]
+    named = [i for i in items if _CAPITAL.search(i)]
+    if named and len(named) < len(items):  # "one brother", "a daughter" describe, not name
+        items = named
+    if not items:
+        return Copied("", True, [], [])
+    if len(items) == 1 and _NUMBER.search(items[0]) and not _CAPITAL.search(items[0]):
+        return Copied(items[0], False, sentences, [])  # the count is written out
+    return Copied(f"{len(items)} ({', '.join(items)})", False, sentences, items)
+
+
+_CAPITAL = re.compile(r"(?<![\w'’-])[A-Z]")
+
+
+# A sentence that says it goes on with a list: "The Vienne and the Maine also join it."
+_GOES_ON = re.compile(
+    r"\b(?:also|too|as well|besides|further|aussi|également|egalement|de plus|en outre)\b", re.I
+)
+
+
+def _continued(
+    dec: SpanDecoder,
+    spans: list[Span],
+    where: list[tuple[int, int]],
+    items: list[str],
+    sentences: list[int],
+    context: Sequence[str],
+) -> tuple[list[str], list[int]]:
+    """The items of the sentences right after the list's that go on with it: one the
+    model copied every name of, or one that opens with more names and says it goes on
+    ("Its tributaries are A, B and C. D and E also join it."). A sentence that names
+    anyone else (a brother, then his children) ends the list."""
+    more: list[str] = []
+    copied_in = {i for s in spans for i in sentence_of(where, s.start, s.end)[:1]}
+    last = sentences[-1]
+    while last + 1 < len(context):
+        nxt = last + 1
+        groups = list(_NAMES.finditer(context[nxt]))
+        named = _items([m.group(0) for m in groups])
+        have = {i.casefold() for i in items + more}
+        new = [n for n in named if n.casefold() not in have]
+        if not new:
+            break
+        if nxt in copied_in:
+            from_it = [s for s in spans if sentence_of(where, s.start, s.end)[:1] == [nxt]]
+            copied = {i.casefold() for i in _items(listed(dec, from_it))}
+            goes_on = {n.casefold() for n in named} <= copied | have
+        else:
+            goes_on = (
+                len(groups) == 1
+                and not context[nxt][: groups[0].start()].strip(" ")
+                and bool(_GOES_ON.search(context[nxt]))
+            )
+        if not goes_on:
+            break
+        more += new
+        sentences = [*sentences, nxt]
+        last = nxt
+    return more, sentences
+
+
+# "two sons, Tom and Ben", "a daughter, Lia", "her brother Damir Osk"
+_GROUP = re.compile(
+    rf"\b(?:a|an|one|two|three|four|five|six|seven|eight|nine|ten|\d+|his|her|their|its|"
+    rf"un|une|deux|trois|quatre|cinq|six|sept|huit|neuf|dix|son|sa|ses|leur|leurs)\s+"
+    rf"(?:[a-z]+\s+)?([a-zé]+),?\s+({_NAMES.pattern})"
+)
+
+
+def _of_kind(items: list[str], sentence: str, question: str) -> list[str]:
+    """The items of the groups the question asks for, when the sentence sorts its names
+    into groups by kind: the group named like the question's word ("sister" for
+    "sisters"), else every group ("children" are the sons and the daughter)."""
+    groups = [(m.group(1), _items([m.group(2)])) for m in _GROUP.finditer(sentence)]
+    if len(groups) < 2:
+        return items
+    if not {i.casefold() for i in items} & {i.casefold() for _, g in groups for i in g}:
+        return items  # the list copied is not one of these groups
+    asked = {w[:5] for w in re.findall(r"[a-zé]+", question.casefold()) if len(w) > 3}
+    chosen = [g for noun, g in groups if noun[:5] in asked] or [g for _, g in groups]
+    return _items([i for g in chosen for i in g])
 
 
 def line_of(chunk: StoredChunk, sentence: str) -> int | None:

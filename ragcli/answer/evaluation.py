@@ -28,9 +28,9 @@ from pathlib import Path
 
 from ..errors import UsageError
 from ..progress import OnStep, Step
-from ..records import Hit
 from .asker import Answer, AnswerTimings, Asker
-from .focus import focus
+from .prompt import one_line
+from .retrieval import SearchResult
 
 MAX_ANSWER_WORDS = 40
 
@@ -58,6 +58,7 @@ class EvalRow:
     prompt_tokens: int
     cached_tokens: int
     context_hit: bool | None = None  # an alias is in the sentences shown (retrieval-only)
+    passage_hit: bool | None = None  # ... in the passages they are chosen from
     signals: dict[str, float] = field(default_factory=dict)  # what answerability was judged on
 
 
@@ -69,6 +70,7 @@ class EvalSummary:
     hit_at_k: float | None
     mrr: float | None
     context_recall: float | None
+    passage_recall: float | None  # the ceiling context_recall has under sentence choice
     answer_accuracy: float | None
     abstention_accuracy: float | None
     false_abstention_rate: float | None
@@ -151,15 +153,19 @@ def _hit_rank(item: QAItem, answer: Answer) -> int | None:
     return None
 
 
-def _context_hit(item: QAItem, asker: Asker, hits: list[Hit]) -> bool | None:
-    """Whether an answer alias occurs in the sentences the model would be shown."""
+def _context_hits(
+    item: QAItem, asker: Asker, found: SearchResult
+) -> tuple[bool | None, bool | None]:
+    """Whether an answer alias occurs in the sentences the model would be shown, and in
+    the whole passages they are chosen from (what sentence choice can at best keep)."""
     if not item.answerable:
-        return None
-    s = asker.settings
-    chosen = focus(
-        item.question, hits, asker.retriever.embedder, s.context_passages, s.context_sentences
+        return None, None
+    _, chosen = asker.read(item.question, found)
+    passages = found.hits[: asker.settings.context_passages]
+    return (
+        _names_an_alias(item, one_line(" ".join(chosen.sentences))),
+        _names_an_alias(item, one_line(" ".join(h.chunk.text for h in passages))),
     )
-    return _names_an_alias(item, " ".join(chosen.sentences))
 
 
 def _mean(xs: list[float]) -> float | None:
@@ -182,7 +188,7 @@ def evaluate(
     if progress:
         progress(Step("searching" if retrieval_only else "asking", 0, len(items), "questions"))
     for item in items:
-        context_hit = None
+        context_hit = passage_hit = None
         if retrieval_only:
             found = asker.retriever.search(item.question)
             answer = Answer(
@@ -196,7 +202,7 @@ def evaluate(
                 timings=AnswerTimings(),
                 model="",
             )
-            context_hit = _context_hit(item, asker, found.hits)
+            context_hit, passage_hit = _context_hits(item, asker, found)
         else:
             answer = asker.ask(item.question)
         t = answer.timings
@@ -214,6 +220,7 @@ def evaluate(
                 prompt_tokens=t.prompt_tokens,
                 cached_tokens=t.cached_tokens,
                 context_hit=context_hit,
+                passage_hit=passage_hit,
                 signals=answer.signals,
             )
         )
@@ -246,6 +253,7 @@ def summarize(rows: list[EvalRow], k: int, items: list[QAItem]) -> EvalSummary:
         hit_at_k=_mean([r.hit_rank is not None for r in with_source]),
         mrr=_mean([1 / r.hit_rank if r.hit_rank else 0.0 for r in with_source]),
         context_recall=_mean([r.context_hit for r in pos if r.context_hit is not None]),
+        passage_recall=_mean([r.passage_hit for r in pos if r.passage_hit is not None]),
         answer_accuracy=_mean([r.correct for r in pos if r.reason != "not_asked"]),
         abstention_accuracy=_mean([r.correct for r in neg if r.reason != "not_asked"]),
         false_abstention_rate=_mean(

@@ -1,20 +1,22 @@
-"""Choose what the model reads: the sentences of the best passages closest to the question.
+"""Choose what the model reads: the sentences of the best passages that bear on the question.
 
 A small model copies an answer far better from a few relevant sentences than from whole
-200-token passages, and the prompt is shorter, so prefill is faster. Measured on the demo
-and dev question sets (docs/BENCHMARKS.md): the sentences most similar to the question,
-each with its neighbours, in document order; the 8 best of the top 4 passages hold the
-answer as often as the whole top 3 or 4 passages do, in fewer words, and serve both the
-1.5B and the 270M model at least as well as the 4 best of the top 3.
+200-token passages, and the prompt is shorter, so prefill is faster. The 8 best sentences
+of the top 4 passages, each with its neighbours, in document order; best by meaning, by
+the question's own words and by their passage's rank together (docs/BENCHMARKS.md,
+"Sentences shown"). Headings are not shown: the passage's place is in its citation.
 """
 
 from __future__ import annotations
 
+import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .grounding import bare_words, names, strip_instructions
+from ..records import HEADING_SEP
+from .grounding import STOP, bare_words, names, strip_instructions
 
 if TYPE_CHECKING:
     from ..embed.base import Embedder
@@ -112,21 +114,18 @@ def _lists_joined(parts: list[str]) -> list[str]:
     return out
 
 
-def sentences(text: str) -> list[str]:
+def sentences(text: str, headings: bool = True) -> list[str]:
+    """The sentences of a passage, a list of short items as one; without its Markdown
+    headings when ``headings`` is false."""
     out = []
     for block in _lists_joined(blocks(text)):
+        if not headings and block.lstrip().startswith("#"):
+            continue
         for s in _SENT.split(block):
             s = " ".join(s.split()).lstrip("# ").strip()
             if len(s) >= 3 and not _SECTION_NUMBER.match(s):
                 out.append(s)
     return out
-
-
-def informative(s: str) -> bool:
-    """Headings, questions (FAQ titles) and cut-off fragments rarely hold an answer."""
-    if s.endswith("?"):
-        return False
-    return bool(re.search(r"[.!:;)\]\"”’]$", s)) or len(s.split()) >= 8
 
 
 def subject_pages(question: str, hits: list[Hit]) -> dict[str, str]:
@@ -152,6 +151,73 @@ def about(text: str, path: str, pages: dict[str, str]) -> bool:
     return not pages or path in pages or any(t in text.casefold() for t in pages.values())
 
 
+# Sentences are ranked by three orders fused by reciprocal rank: meaning (the embedder),
+# the question's rare words (identifiers, names, numbers, which a 384-d sentence vector
+# blurs), and the rank of the passage they sit in (retrieval judged the whole passage, with
+# BM25 over the index). On the sets measured (docs/BENCHMARKS.md, "Sentences shown") this
+# keeps the answer among the sentences shown where meaning alone lost it, at the same length.
+SENTENCE_RRF_K = 10
+_TERM = re.compile(r"[\w][\w.\-]*[\w]|\w", re.UNICODE)
+
+
+def _terms(text: str) -> set[str]:
+    """Lower-case words of ``text``, identifiers whole and by part ("utf-8-sig", "utf",
+    "sig"), five-letter stems for inflection; stop words dropped."""
+    out: set[str] = set()
+    for raw in _TERM.findall(text.casefold()):
+        for w in {raw, *re.split(r"[._\-]+", raw)}:
+            if w and w not in STOP:
+                out.add(w)
+                if len(w) > 5 and w.isalpha():
+                    out.add(w[:5])
+    return out
+
+
+def lexical_scores(question: str, texts: Sequence[str]) -> list[float]:
+    """BM25-like weight of the question's words in each text, IDF from ``texts`` alone:
+    a word every candidate holds (the corpus's topic) weighs nothing."""
+    asked = _terms(question)
+    bags = [_terms(t) & asked for t in texts]
+    n = len(texts)
+    df: dict[str, int] = {}
+    for bag in bags:
+        for w in bag:
+            df[w] = df.get(w, 0) + 1
+    idf = {w: math.log(1 + (n - d + 0.5) / (d + 0.5)) for w, d in df.items()}
+    return [sum(idf[w] for w in bag) for bag in bags]
+
+
+def rank_sentences(
+    question: str, texts: Sequence[str], sims: Sequence[float], passage_ranks: Sequence[int]
+) -> list[int]:
+    """Indexes of ``texts`` best first: by meaning, by the question's words and by the rank
+    of their passage, fused."""
+    n = len(texts)
+    lex = lexical_scores(question, texts)
+    orders = (
+        sorted(range(n), key=lambda i: -float(sims[i])),
+        sorted(range(n), key=lambda i: (-lex[i], -float(sims[i]))),
+        sorted(range(n), key=lambda i: (passage_ranks[i], -float(sims[i]))),
+    )
+    score = [0.0] * n
+    for order in orders:
+        for r, i in enumerate(order):
+            score[i] += 1.0 / (SENTENCE_RRF_K + r + 1)
+    return sorted(range(n), key=lambda i: -score[i])
+
+
+_NUMBERING = re.compile(r"^[\d.]+\s+|\s*¶$")
+
+
+def _plain(text: str) -> str:
+    return _NUMBERING.sub("", " ".join(text.split())).strip(" #").casefold()
+
+
+def headings_of(heading: str) -> set[str]:
+    """The headings a passage sits under, as a sentence that repeats one reads."""
+    return {_plain(h) for h in heading.split(HEADING_SEP) if h.strip()}
+
+
 def focus(
     question: str,
     hits: list[Hit],
@@ -172,24 +238,37 @@ def focus(
     near = max((h.similarity for h in top), default=0.0) - PASSAGE_MARGIN
     if pages is None:
         pages = subject_pages(question, top)
+    kept = {h.chunk.path for h in top if h.similarity >= near}
     for h in top:
-        if h.similarity < near and h.chunk.path not in pages:  # a page asked about is read whole
+        # A passage far behind the best is someone else's page, unless its page is read.
+        if h.similarity < near and h.chunk.path not in pages and h.chunk.path not in kept:
             continue
-        for j, s in enumerate(sentences(strip_instructions(h.chunk.text))):
+        heads = headings_of(h.chunk.heading)
+        text = strip_instructions(h.chunk.text)
+        # In Markdown a line opening with "#" is a heading; elsewhere it is content (a shell
+        # prompt or a comment in a configuration example).
+        markdown = h.chunk.path.lower().endswith((".md", ".markdown"))
+        for j, s in enumerate(sentences(text, headings=not markdown)):
+            if _plain(s) in heads:  # a heading is never an answer; the passage names it
+                continue
             if s not in seen and about(s, h.chunk.path, pages):
                 seen.add(s)
                 cands.append((h.chunk.path, h.chunk.ordinal, j, s, h.rank))
-    scored = [i for i, c in enumerate(cands) if informative(c[3])]
+    # Questions (FAQ titles) are not answers; code lines and fragments may be.
+    scored = [i for i, c in enumerate(cands) if not c[3].endswith("?")]
     if not scored:
         return Focus([], [], -1.0)
-    vecs = embedder.embed([question] + [cands[i][3] for i in scored])
+    texts = [cands[i][3] for i in scored]
+    vecs = embedder.embed([question, *texts])
     sims = vecs[1:] @ vecs[0]
-    best = [scored[int(i)] for i in (-sims).argsort()[:keep]]
-    pick = set(best)
-    for i in best:
-        for j in range(i - WINDOW, i + WINDOW + 1):
-            if 0 <= j < len(cands) and cands[j][:2] == cands[i][:2]:
-                pick.add(j)
+    order = rank_sentences(question, texts, sims, [cands[i][4] for i in scored])
+    pick: set[int] = set()
+    for i in (scored[o] for o in order[:keep]):
+        pick.update(
+            j
+            for j in range(i - WINDOW, i + WINDOW + 1)
+            if 0 <= j < len(cands) and cands[j][:2] == cands[i][:2]
+        )
     # Document order, not score order: the same sentences give the same prompt tokens.
     chosen = sorted(pick, key=lambda i: cands[i][:3])
     return Focus([cands[i][3] for i in chosen], [cands[i][4] for i in chosen], float(sims.max()))

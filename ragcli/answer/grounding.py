@@ -11,10 +11,10 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from .shapes import kind
+from .answer_types import kind
 
 _WORD = re.compile(r"[^\W_]+(?:[.,'’-][^\W_]+)*", re.UNICODE)
-_STOP = frozenset(
+STOP = frozenset(
     [
         "a",
         "an",
@@ -107,7 +107,7 @@ def bare_words(text: str) -> set[str]:
 def content_words(text: str) -> list[str]:
     """Words that carry the answer: no stop words, no citation numbers."""
     text = re.sub(r"\[\d+\]", " ", _normalize(text))
-    return [w for w in _WORD.findall(text) if w not in _STOP]
+    return [w for w in _WORD.findall(text) if w not in STOP]
 
 
 _NUMBER_WORDS = {

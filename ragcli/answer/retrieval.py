@@ -9,6 +9,7 @@ two, and a rebuild with another embedding model brings its own query encoder.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -34,6 +35,51 @@ RARE_SHARE = 0.1
 # Passages of a page read beyond the retrieved ones, when a question names the page: a
 # person's or a module's page runs to a few passages.
 PAGE_PASSAGES = 8
+
+
+# Words that make the word beside them a product's name: "the attrs package".
+_KINDS_OF_SOFTWARE = frozenset(
+    "library libraries package packages framework frameworks module modules crate gem "
+    "plugin plug-in".split()
+)
+_KINDS_BEFORE = frozenset("bibliothèque paquet logiciel extension".split())  # French order
+_WORD = re.compile(r"[^\W\d][\w.+-]*\w|[^\W\d]", re.UNICODE)
+
+
+# Words that describe such a thing rather than name it: "the standard library".
+_DESCRIBING = frozenset(
+    "standard shared static dynamic external third-party built-in builtin core main client "
+    "server whole entire same other new own this that which what whose your our their its "
+    "python".split()
+)
+# Names of peoples are made from names of places the pages hold in another form (seven
+# letters at least: "Julian" and "Lucien" are people).
+_DEMONYM = re.compile(
+    r"^\w{4,}(?:ais|aise|aises|ois|oise|oises|ien|ienne|iens|iennes|ian|ians|ese)$"
+)
+_IDENTIFIER = re.compile(r"\d|_|\w{2}\.\w{2}")
+
+
+def lowercase_names(question: str) -> list[str]:
+    """Lower-case words of the question that read as a name: with a digit, an underscore
+    or a dot inside ("fail2ban", "snake_case", "pyproject.toml"), or right before
+    "library", "package", "framework" or "module" ("the attrs package", "le paquet
+    attrs"). Words merely missing from a dictionary do not count: a paraphrase uses words
+    the pages lack."""
+    words = _WORD.findall(question)
+    out = []
+    for i, w in enumerate(words):
+        before = words[i - 1] if i else ""
+        after = words[i + 1] if i + 1 < len(words) else ""
+        if not w[0].islower() or len(w) < 3 or not lexical_terms(w) or w in _DESCRIBING:
+            continue
+        if (
+            _IDENTIFIER.search(w)
+            or after.lower() in _KINDS_OF_SOFTWARE
+            or before.lower() in _KINDS_BEFORE
+        ):
+            out.append(w)
+    return out
 
 
 def fuse(rankings: list[list[int]], k: int) -> list[tuple[int, float]]:
@@ -208,17 +254,20 @@ class Retriever:
 
         Pages that never say "Django" do not answer a question about Django, whatever
         nearby words a model could copy from them. A name is a capitalized word after the
-        first, of three letters or more ("PC", "A" and "I" are too often something else).
-        A store whose BM25 finds nothing for the whole question (one without BM25) tells
-        nothing here."""
+        first, of three letters or more ("PC", "A" and "I" are too often something else)
+        and not a people's name made from a place's ("Lyonnais" of "Lyon", "Parisian"),
+        or a lower-case one that reads as a name (:func:`lowercase_names`: "fail2ban",
+        "the attrs package"). A store whose BM25 finds nothing for the whole question (one
+        without BM25) tells nothing here."""
+        asked = {n for n in names(question) if len(n) >= 3 and not _DEMONYM.search(n)}
+        asked |= set(lowercase_names(question))
         with self.store.reading():
             if not self.store.lexical_search(question, 1):
                 return []
             return [
                 name
-                for name in sorted(names(question))
-                if len(name) >= 3
-                and (terms := lexical_terms(name))  # not a stop word ("For")
+                for name in sorted(asked)
+                if (terms := lexical_terms(name))  # not a stop word ("For")
                 and not any(self.store.lexical_search(t, 1) for t in terms)
             ]
 

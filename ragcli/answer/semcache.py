@@ -5,8 +5,9 @@ is the same (the key: model, index generation, prompt version, the settings
 that shape the prompt, and the passages retrieved, in order) and its
 embedding lies within a calibrated cosine threshold of the cached question's
 (``rag bench semcache`` measures the threshold on paraphrases and near-misses), and
-both questions hold the same numbers: "Python 3.11" and "Python 3.12" embed almost
-alike (cosine 0.95) but ask different things.
+both questions hold the same numbers and ask for the same type of answer: "Python 3.11"
+and "Python 3.12" embed almost alike (cosine 0.95) but ask different things, and so do
+"Who is Ann's brother?" and "How many brothers does Ann have?".
 
 Entries live in one SQLite file beside the prompt (KV) cache. Like that cache it
 only ever costs speed: a file SQLite cannot read is deleted and rebuilt, a row
@@ -30,6 +31,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
+
+from . import answer_types
 
 FILE = "answers.sqlite"
 SCHEMA = 2
@@ -55,6 +58,15 @@ _NUMBER = re.compile(r"\d+(?:[.,:]\d+)*")
 def numbers(question: str) -> frozenset[str]:
     """The numbers a question names (years, versions, counts): they must match to reuse."""
     return frozenset(_NUMBER.findall(question))
+
+
+def _shape(question: str) -> tuple[str, str]:
+    return answer_types.kind(question), answer_types.wants(question)
+
+
+def asks_alike(question: str, other: str) -> bool:
+    """Whether two questions name the same numbers and want the same type of answer."""
+    return numbers(question) == numbers(other) and _shape(question) == _shape(other)
 
 
 def cache_key(parts: dict[str, Any]) -> str:
@@ -189,10 +201,9 @@ class AnswerCache:
         return self._run(work, False)
 
     def lookup(self, key: str, question: str, vector: np.ndarray) -> CachedAnswer | None:
-        """The cached answer under ``key`` whose question names the same numbers as
-        ``question`` and is most similar to ``vector``, if that reaches the threshold."""
+        """The cached answer under ``key`` whose question asks alike (:func:`asks_alike`)
+        and is most similar to ``vector``, if that reaches the threshold."""
         q = unit(vector)
-        wanted = numbers(question)
 
         def work(db: sqlite3.Connection) -> CachedAnswer | None:
             rows = db.execute(
@@ -204,7 +215,7 @@ class AnswerCache:
                 if data is None:  # damaged: never served, and gone for the next time
                     db.execute("DELETE FROM answers WHERE id = ?", (row_id,))
                     continue
-                if numbers(cached_q) != wanted:
+                if not asks_alike(question, cached_q):
                     continue
                 sim = float(np.frombuffer(blob, dtype=np.float32) @ q)
                 if best is None or sim > best[0]:

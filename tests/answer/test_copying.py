@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from ragcli.answer.answer_types import kind
 from ragcli.answer.asker import Asker
 from ragcli.answer.copying import offsets, read
-from ragcli.answer.shapes import kind
 from ragcli.config import load_settings
 from ragcli.index.pipeline import build_index
 from ragcli.llm.constrain import Span, SpanDecoder, Vocabulary

@@ -1,0 +1,184 @@
+"""Whether an answer stands: every rule that decides it, in one place.
+
+The model proposes; these rules dispose. A copied answer (see answer/copying.py) is
+withheld, in this order, when the model abstained; when its own first token was not in
+the sentences (it wanted an answer from memory: 8 of 56 such answers to unanswerable
+questions on our sets, 1 of 123 right ones); when the span is not of the type the
+question asks for (answer/answer_types.py); when a version or year the question gives is
+in neither the answer's sentences nor the passage and headings before them; and when the
+fitted rule over the measured signals (answer/answerable.py, answer/verify.py) scores it
+below ``min_answerable``. A freely written answer (``copy_answers = false``, a server)
+stands when enough of its words are in the sentences shown and it passes the same rules
+of type and numbers over the sentences that hold it. What the user reads ("I don't know",
+"Yes") is in the question's language.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from . import answerable, copying, verify
+from .answer_types import fits
+from .grounding import support
+from .language import say
+from .prompt import IDK, clean_answer, is_refusal
+
+if TYPE_CHECKING:
+    from ..config import Settings
+    from ..llm.base import Engine
+    from ..llm.constrain import SpanDecoder
+    from ..records import Hit
+    from .copying import Copied
+    from .focus import Focus
+
+
+@dataclass
+class Verdict:
+    """What the rules made of one generation."""
+
+    answered: bool
+    text: str  # what the user sees
+    raw: str  # what the model said or copied
+    reason: str  # answered | model_abstained | not_supported | not_answerable
+    support: float | None = None
+    cited: list[int] = field(default_factory=list)  # ranks of the sources the answer came from
+    evidence: list[dict] = field(default_factory=list)
+    signals: dict[str, float] = field(default_factory=dict)
+
+
+def _withheld(question: str, raw: str, reason: str, **kw) -> Verdict:
+    return Verdict(False, say(IDK, question), raw, reason, **kw)
+
+
+# A version ("3.11") or a year, standing alone: a number inside a name ("IEEE-754",
+# "UTF-8") names the subject, which the answer's own sentence need not repeat.
+_VERSION = re.compile(r"(?<![\w.-])(?:\d+(?:\.\d+)+|(?:1[5-9]|20)\d\d)(?![\w-]|\.\d)")
+
+
+def numbers_named(question: str, evidence: Sequence[str]) -> bool:
+    """Whether every version or year the question gives ("3.11", "1999") is in the ``evidence``
+    (the answer's sentences with their headings): asked when 3.12 came out, the model
+    copies the date of 3.11, whose sentence does not say 3.12."""
+    asked = set(_VERSION.findall(question))
+    if not asked:
+        return True
+    shown = " ".join(evidence)
+    return all(re.search(rf"(?<![\w.]){re.escape(n)}(?![\w]|\.\d)", shown) for n in asked)
+
+
+def _up_to(passage: str, sentence: str) -> str:
+    """The passage's text up to the end of ``sentence`` (whole when it is not found)."""
+    flat = " ".join(passage.split())
+    at = flat.find(sentence[:40])
+    return flat if at < 0 else flat[: at + len(sentence)]
+
+
+def signals(
+    question: str,
+    chosen: Focus,
+    hits: Sequence[Hit],
+    dec: SpanDecoder,
+    copied: Copied,
+    rare_words: Callable[[list[str]], list[str]],
+    engine: Engine | None,
+    use_cache: bool = True,
+) -> dict[str, float]:
+    """What the answerability rule judges a copied answer on: the decoder's figures, the
+    words shown, and, for an answer, whether its sentences name what the question is about
+    and (with an ``engine``) the model's replies to the two checks of answer/verify.py."""
+    out = {
+        "similarity": round(chosen.best_similarity, 4),
+        "idk_prob": round(dec.first_fixed_prob[0], 4) if dec.first_fixed_prob else 0.0,
+        "overruled": dec.overruled,
+        "first_overruled": float(dec.first_overruled),
+        "logprob": round(dec.logprob / max(dec.steps, 1), 4),
+        **answerable.lexical(question, chosen.sentences, [h.chunk.text for h in hits]),
+    }
+    if not copied.abstained:
+        shown = _shown(chosen, hits, copied)
+        out.update(answerable.subject(question, [(c.heading, s) for c, s in shown], rare_words))
+        if engine is not None:
+            asked = verify.answerable(engine, question, chosen.sentences, use_cache)
+            titled = [(c.title, s) for c, s in shown]
+            judged = verify.supported(engine, question, copied.text, titled, use_cache)
+            out.update(asked=round(asked, 4), supported=round(judged, 4))
+    out["answerable"] = round(answerable.probability(out), 4)
+    return out
+
+
+def _shown(chosen: Focus, hits: Sequence[Hit], copied: Copied) -> list:
+    """(passage, sentence) of each sentence the answer was copied from."""
+    by_rank = {h.rank: h.chunk for h in hits}
+    return [
+        (by_rank[chosen.ranks[i]], chosen.sentences[i])
+        for i in copied.sentences
+        if chosen.ranks[i] in by_rank
+    ]
+
+
+def judge_copied(
+    question: str,
+    copied: Copied,
+    chosen: Focus,
+    hits: Sequence[Hit],
+    measured: dict[str, float],
+    settings: Settings,
+    generated: str,
+) -> Verdict:
+    """The verdict on an answer the model copied (``generated``: its tokens as they came),
+    given its ``measured`` signals."""
+    if copied.abstained:
+        return _withheld(question, generated.strip(), "model_abstained", signals=measured)
+    text = copied.text
+    shown = _shown(chosen, hits, copied)
+    # A passage may begin under one heading and run on into the next section: the
+    # sentence's own section is named in the passage text before it.
+    before = [f"{c.title} {c.heading} {_up_to(c.text, s)}" for c, s in shown]
+    if (
+        measured.get("first_overruled")
+        or not fits(question, text)
+        or not numbers_named(question, before)
+        or measured["answerable"] < settings.min_answerable
+    ):
+        return _withheld(question, text, "not_answerable", signals=measured)
+    evidence = copying.evidence(copied, chosen.sentences, chosen.ranks, hits)
+    return Verdict(
+        True,
+        say(text, question),
+        generated.strip(),
+        "answered",
+        1.0,
+        cited=list(dict.fromkeys(e["rank"] for e in evidence)),
+        evidence=evidence,
+        signals=measured,
+    )
+
+
+def judge_written(question: str, generated: str, chosen: Focus, min_support: float) -> Verdict:
+    """The verdict on an answer the model wrote freely: it must come from what it was shown,
+    and cites the sources of the sentences that hold every word of it."""
+    raw = clean_answer(generated)
+    if is_refusal(raw):
+        return _withheld(question, raw, "model_abstained")
+    share = support(raw, chosen.sentences, question)
+    if share < min_support:
+        return _withheld(question, raw, "not_supported", support=share)
+    held = [
+        (sentence, rank)
+        for sentence, rank in zip(chosen.sentences, chosen.ranks, strict=True)
+        if support(raw, [sentence], question) == 1.0
+    ]
+    # The rules on type and numbers, over the sentences that hold it.
+    said = [sentence for sentence, _ in held] or chosen.sentences
+    if not (fits(question, raw) and numbers_named(question, said)):
+        return _withheld(question, raw, "not_answerable", support=share)
+    cited = list(dict.fromkeys(rank for _, rank in held))
+    return Verdict(True, raw, raw, "answered", share, cited=cited)
+
+
+def nothing_found(question: str) -> Verdict:
+    """No passage bears on the question: "I don't know" without asking the model."""
+    return _withheld(question, "", "no_relevant_passages")

@@ -1,0 +1,94 @@
+"""The verdict through the real model (qwen2.5-coder-1.5b): counts made by the tool, spans
+of the wrong type withheld, and answers and refusals in the language of the question."""
+
+from __future__ import annotations
+
+import pytest
+
+from ragcli.answer.asker import Asker
+from ragcli.config import load_settings
+from ragcli.index.pipeline import build_index
+
+ANN = """# Ann Lee
+
+Ann Lee is a potter who was born on 3 March 1961. Her first kiln was fired in the
+spring of 1990, and she still sells every bowl she makes herself.
+
+## Family
+
+Ann has one brother, Tom Lee, who fishes off the north coast. She has two sons, Ivo Lee
+and Max Lee, and a daughter, Lia Lee.
+"""
+
+LOIRE = """# The Loire
+
+The Loire is the longest river in France. It rises in the Massif Central and flows into
+the Atlantic Ocean near Saint-Nazaire.
+
+## Tributaries
+
+The main tributaries of the Loire are the Allier, the Cher and the Indre. The Vienne and
+the Maine also join it further downstream.
+"""
+
+LYON = """# Lyon
+
+Lyon est une grande ville du sud-est de la France. Elle est située au confluent du Rhône
+et de la Saône, deux cours d'eau qui se rejoignent au sud de la presqu'île.
+
+## Fêtes
+
+Chaque année, le 8 décembre, les habitants posent des bougies sur le rebord de leurs
+fenêtres. Cette tradition remonte à 1852.
+"""
+
+
+@pytest.fixture(scope="module")
+def asker(tmp_path_factory, embedder):
+    docs = tmp_path_factory.mktemp("docs")
+    for name, text in (("ann-lee.md", ANN), ("loire.md", LOIRE), ("lyon.md", LYON)):
+        (docs / name).write_text(text)
+    index = tmp_path_factory.mktemp("index") / "index"
+    settings = load_settings(
+        {"index_dir": index, "model": "qwen2.5-coder-1.5b", "answer_cache": False}
+    )
+    build_index([docs], settings, embedder=embedder)
+    with Asker(settings) as a:
+        a.retriever._embedder = embedder
+        yield a
+
+
+def test_one_member_is_a_count_of_one(asker):
+    a = asker.ask("How many brothers does Ann Lee have?")
+    assert (a.answered, a.answer) == (True, "1 (Tom Lee)"), a.raw_answer
+
+
+def test_members_listed_by_kind_add_up(asker):
+    a = asker.ask("How many children does Ann Lee have?")
+    assert a.answer.startswith("3 ("), a.raw_answer
+    assert {"Ivo Lee", "Max Lee", "Lia Lee"} <= set(a.answer[3:-1].split(", "))
+
+
+def test_a_list_that_goes_on_in_the_next_sentence_is_counted_whole(asker):
+    a = asker.ask("How many main tributaries does the Loire have?")
+    assert a.answer == "5 (Allier, Cher, Indre, Vienne, Maine)", a.raw_answer
+    assert len(a.evidence) == 2  # both sentences cited
+
+
+def test_a_date_is_not_an_answer_to_where(asker):
+    a = asker.ask("Where was Ann Lee born?")
+    # The page gives the day she was born, not the place.
+    assert not a.answered, (a.answer, a.raw_answer, a.reason)
+    assert a.answer == "I don't know"
+
+
+def test_a_french_question_is_answered_in_french(asker):
+    a = asker.ask("Quels cours d'eau se rejoignent à Lyon ?")
+    assert a.answered, a.raw_answer
+    assert "Rhône" in a.answer and "Saône" in a.answer
+
+
+def test_a_french_question_is_refused_in_french(asker):
+    a = asker.ask("Quels cours d'eau traversent Marseille ?")  # a city no page names
+    assert (a.answered, a.answer) == (False, "Je ne sais pas"), (a.raw_answer, a.reason)
+    assert a.as_dict()["answered"] is False

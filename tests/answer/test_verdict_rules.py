@@ -1,0 +1,108 @@
+"""The rules of the verdict that need no model: the type a question asks for, the language
+it is asked in, the names it gives, and whether the answer's sentences speak of it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ragcli.answer.answer_types import fits, kind, wants
+from ragcli.answer.language import detect, say
+from ragcli.answer.retrieval import lowercase_names
+from ragcli.answer.semcache import AnswerCache, asks_alike
+from ragcli.answer.verdict import numbers_named
+
+
+@pytest.mark.parametrize(
+    ("question", "wanted"),
+    [
+        ("When was Ann Lee born?", "date"),
+        ("In which year did the bridge open?", "date"),
+        ("En quelle année le pont a-t-il ouvert ?", "date"),
+        ("Quand l'Institut a-t-il ouvert ses portes ?", "date"),
+        ("Where was Ann Lee born?", "place"),
+        ("In which city does she live?", "place"),
+        ("Où la Loire prend-elle sa source ?", "place"),
+        ("Dans quelle ville Pasteur est-il né ?", "place"),
+        ("How long is the Loire?", "number"),
+        ("Quelle est la hauteur du barrage ?", "number"),
+        ("Who won the final?", "person"),
+        ("Qui a écrit ce roman ?", "person"),
+        ("Is the cache on by default?", "yesno"),
+        ("Which option turns colours off?", "other"),
+        ("Pourquoi le canal a-t-il été creusé ?", "other"),
+    ],
+)
+def test_what_a_question_asks_for(question, wanted):
+    assert wants(question) == wanted
+
+
+def test_a_span_of_the_wrong_type_does_not_fit():
+    assert not fits("Where was Ann Lee born?", "3 March 1961")
+    assert not fits("Where was Ann Lee born?", "in 1961")
+    assert fits("Where was Ann Lee born?", "Tarnby")
+    assert not fits("When was Ann Lee born?", "Tarnby")
+    assert fits("When was Ann Lee born?", "3 March 1961")
+    assert fits("Quand est-il né ?", "le 27 décembre 1822")
+    assert not fits("Who won the final?", "241")
+    assert fits("Who won the final?", "Australia")
+    assert not fits("Combien de coureurs ont gagné ?", "Anquetil")
+    assert fits("Which option turns colours off?", "--no-color")
+
+
+def test_french_count_and_yes_no_shapes():
+    assert kind("Combien d'écluses y a-t-il sur le canal ?") == "count"
+    assert kind("Quel est le nombre d'affluents ?") == "count"
+    assert kind("Est-ce que le comté est pasteurisé ?") == "yesno"
+
+
+def test_the_tool_speaks_the_language_of_the_question():
+    assert detect("Où la Loire prend-elle sa source ?") == "fr"
+    assert detect("Quels cours d'eau se rejoignent à Lyon ?") == "fr"
+    assert detect("Where does the Loire rise?") == "en"
+    assert detect("Which flag sets le mode?") == "en"
+    assert say("I don't know", "Qui a écrit ce roman ?") == "Je ne sais pas"
+    assert say("Yes", "Est-ce que le lait est cru ?") == "Oui"
+    assert say("I don't know", "Who wrote it?") == "I don't know"
+    assert say("Rhône", "Qui ?") == "Rhône"  # the documents' words stay as they are
+
+
+def test_lower_case_words_that_read_as_names():
+    assert lowercase_names("How do I set up fail2ban for SASL?") == ["fail2ban"]
+    assert lowercase_names("Which attrs package helper makes classes?") == ["attrs"]
+    assert lowercase_names("Quelle fonction de la bibliothèque pandas lit un fichier ?") == [
+        "pandas"
+    ]
+    assert lowercase_names("How is pyproject.toml read?") == ["pyproject.toml"]
+    # Describing words and paraphrases are not names.
+    assert lowercase_names("What is in the standard library?") == []
+    assert lowercase_names("Which stopwatch tool times code, e.g. a loop?") == []
+
+
+def test_a_number_the_question_gives_must_be_in_the_evidence():
+    assert not numbers_named("When was Python 3.12 released?", ["Python 3.11 came out in 2022."])
+    assert numbers_named("When was Python 3.11 released?", ["What's new 3.11", "It came in 2022."])
+    assert numbers_named("When was it released?", ["It came out in 2022."])
+
+
+def test_an_answer_is_reused_only_for_a_question_of_the_same_type(tmp_path):
+    assert not asks_alike("Who is Ann Lee's brother?", "How many brothers does Ann Lee have?")
+    assert not asks_alike("When was Ann Lee born?", "Where was Ann Lee born?")
+    assert asks_alike("Where was Ann Lee born?", "Where is Ann Lee from?")
+    cache = AnswerCache(tmp_path / "answers.sqlite", 1 << 20, 0.9)
+    vector = np.ones(4, dtype=np.float32)
+    fields = {
+        "answer": "Tom Lee",
+        "raw_answer": "Tom Lee",
+        "reason": "answered",
+        "grounded": True,
+        "support": 1.0,
+        "cited": [],
+        "model": "m",
+        "evidence": [],
+    }
+    cache.store("scope", "key", "Who is Ann Lee's brother?", vector, fields)
+    assert cache.lookup("key", "Who is Ann Lee's brother?", vector) is not None
+    # The same passages and a vector just as close: still not the answer to a count.
+    assert cache.lookup("key", "How many brothers does Ann Lee have?", vector) is None
+    cache.close()
