@@ -81,6 +81,15 @@ class CpuSampler:
         """Whether a look now would measure a new window (a clock read, nothing more)."""
         return self._start is not None and time.monotonic() - self._start[0] >= self.min_window_s
 
+    def age(self) -> float:
+        """Seconds since the current window began (0 where /proc/stat cannot be read)."""
+        return 0.0 if self._start is None else time.monotonic() - self._start[0]
+
+    def restart(self) -> None:
+        """Forget the current window and the last measure: begin a new window now."""
+        self._start = self._read()
+        self.others = None
+
     def sample(self) -> float | None:
         """Others' CPU use since the last measured window, in CPUs, within 0 and the number
         of allowed CPUs; the previous value while the window is still too short, and

@@ -32,6 +32,11 @@ if TYPE_CHECKING:
     from .constrain import Vocabulary
     from .kv_cache import PrefixCache
 
+# Prompt tokens per llama_decode call while the thread count follows the machine: the count
+# is set between calls, so one call for a whole 400-token prompt held the count the first
+# look chose for 4 s or more.
+GOVERNED_BATCH = 128
+
 
 def common_prefix(a: list[int], b: list[int]) -> int:
     n = min(len(a), len(b))
@@ -182,8 +187,9 @@ class LlamaEngine:
         """Evaluate tokens at positions start.. (prefill, or one decoded token); logits for
         the last one only. `rag bench prefill` times it against bare ``llama_decode``."""
         b = self._batch
-        for off in range(0, len(tokens), self.n_batch):
-            part = tokens[off : off + self.n_batch]
+        step = min(self.n_batch, GOVERNED_BATCH) if self._governor is not None else self.n_batch
+        for off in range(0, len(tokens), step):
+            part = tokens[off : off + step]
             threads = self._fit_threads()
             for i, tok in enumerate(part):
                 b.token[i] = tok

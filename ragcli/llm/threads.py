@@ -12,6 +12,8 @@ thread alone. The thread count is therefore set before each evaluation
 
 Standard library only; the engine calls :meth:`ThreadGovernor.pick` before every
 evaluation, which reads /proc/stat at most once a window and is a clock read otherwise.
+A prefill is many evaluations (:data:`ragcli.llm.llama.GOVERNED_BATCH` tokens each), so
+its thread count follows the machine through a long prompt.
 """
 
 from __future__ import annotations
@@ -23,6 +25,10 @@ from ..cpus import CpuSampler
 # A core counts as ours when others leave us at least this share of it: a thread that
 # gets less holds up every barrier of the ones that run.
 FREE_SHARE = 0.7
+# A window older than this when the engine starts again measured the time it sat idle, and
+# what ran then: a resident server's window held the start-up of the very client whose
+# question it is about to read (a second of one core), and judged a quiet machine busy.
+STALE_S = 1.0
 
 
 def fitting_threads(free: float, most: int) -> int:
@@ -40,8 +46,14 @@ class ThreadGovernor:
         self.threads = most  # until a window is measured: what the settings ask for
 
     def pick(self) -> int:
-        """Threads for the next evaluation; cheap enough to call before every token."""
-        if self.sampler.due():
+        """Threads for the next evaluation; cheap enough to call before every token.
+
+        After a pause, the count goes back to ``most`` and a new window starts: what the
+        machine does while the engine runs is what the next judgement should see."""
+        if self.sampler.age() > STALE_S:
+            self.sampler.restart()
+            self.threads = self.most
+        elif self.sampler.due():
             self.sampler.sample()
             free = self.sampler.free
             if free is not None:

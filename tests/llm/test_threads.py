@@ -21,7 +21,7 @@ import pytest
 
 from ragcli.config import Settings
 from ragcli.cpus import CpuSampler, allowed_cpus, physical_cores
-from ragcli.llm.threads import ThreadGovernor, fitting_threads
+from ragcli.llm.threads import STALE_S, ThreadGovernor, fitting_threads
 
 TICK_S = 1 / os.sysconf("SC_CLK_TCK")
 WINDOW_S = 1.0
@@ -103,6 +103,12 @@ class FakeSampler:
     def sample(self) -> None:
         self.looks += 1
 
+    def age(self) -> float:
+        return 0.0
+
+    def restart(self) -> None:
+        raise AssertionError("a window that is always due is never stale")
+
 
 def test_governor_keeps_the_setting_until_a_window_is_measured():
     sampler = FakeSampler(None)
@@ -112,6 +118,18 @@ def test_governor_keeps_the_setting_until_a_window_is_measured():
     assert governor.pick() == 1
     sampler.free = 3.9
     assert governor.pick() == 4
+
+
+def test_after_a_pause_the_governor_starts_again_from_the_setting():
+    # A busy process ran while the engine sat idle (a client starting up): that window is
+    # stale by the time the engine runs again, and judges nothing.
+    sampler = CpuSampler(min_window_s=0.1)
+    governor = ThreadGovernor(2, sampler)
+    with spinning(2):
+        time.sleep(STALE_S + 0.3)
+    assert governor.pick() == 2
+    assert sampler.age() < 0.2  # a new window began at that look
+    assert sampler.free is None
 
 
 # -- the sampler ------------------------------------------------------------------
