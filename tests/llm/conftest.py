@@ -18,6 +18,17 @@ from ragcli.config import load_settings
 START_TIMEOUT_S = 180
 
 
+# llama-cpp-python's server, loading with llama.cpp's weight repacking off as ragcli does by
+# default: on CPUs with AMX, repacking routes matrix products to llama.cpp's AMX kernels, and
+# in some virtual machines those crash the process at the first prompt (a general
+# protection fault in ggml_backend_amx_mul_mat), which is not what these tests are about.
+_SERVER_WITHOUT_REPACK = (
+    "import runpy, llama_cpp; from ragcli.llm.llama import _without_repack; "
+    "llama_cpp.Llama = _without_repack(llama_cpp.Llama); "
+    "runpy.run_module('llama_cpp.server', run_name='__main__', alter_sys=True)"
+)
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -42,7 +53,7 @@ def llm_url(server_log: Path) -> Iterator[str]:
     port = _free_port()
     threads = str(os.cpu_count() or 1)
     cmd = [
-        sys.executable, "-m", "llama_cpp.server", "--model", str(model),
+        sys.executable, "-c", _SERVER_WITHOUT_REPACK, "--model", str(model),
         "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "4096",
         "--n_threads", threads, "--n_threads_batch", threads,
         "--verbose", "true",  # its prefix-match lines are checked below
