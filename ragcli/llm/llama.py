@@ -34,8 +34,9 @@ if TYPE_CHECKING:
 
 # Prompt tokens per llama_decode call while the thread count follows the machine: the count
 # is set between calls, so one call for a whole 400-token prompt held the count the first
-# look chose for 4 s or more.
-GOVERNED_BATCH = 128
+# look chose for 4 s or more. Smaller calls read more slowly: on a quiet 2-core machine C
+# (docs/BENCHMARKS.md), 448 tokens at 2.4 % below one call in 256-token calls, 7.6 % in 128.
+GOVERNED_BATCH = 256
 
 
 def common_prefix(a: list[int], b: list[int]) -> int:

@@ -12,8 +12,8 @@ thread alone. The thread count is therefore set before each evaluation
 
 Standard library only; the engine calls :meth:`ThreadGovernor.pick` before every
 evaluation, which reads /proc/stat at most once a window and is a clock read otherwise.
-A prefill is many evaluations (:data:`ragcli.llm.llama.GOVERNED_BATCH` tokens each), so
-its thread count follows the machine through a long prompt.
+A prefill is several evaluations (:data:`ragcli.llm.llama.GOVERNED_BATCH` tokens each),
+so its thread count follows the machine through a long prompt.
 """
 
 from __future__ import annotations
