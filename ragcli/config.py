@@ -39,6 +39,7 @@ ANSWER_SETTINGS = (
     "copy_answers",
     "check_answers",
     "min_answerable",
+    "reading_cache",
 )
 
 
@@ -191,6 +192,18 @@ class Settings:
         default=True,
         metadata=doc("The prompt (KV) cache; `--no-cache` turns off it and the answer cache."),
     )
+    reading_cache: bool = field(
+        default=False,
+        metadata=doc(
+            "Read each context sentence apart and keep its keys and values, so a sentence "
+            "read for one question is not read again for the next (llm/reading_cache.py).",
+            env="RAG_READING_CACHE",
+        ),
+    )
+    reading_cache_max_bytes: int = field(
+        default=4 << 30,
+        metadata=doc("Bound of the reading cache, 4 GiB; least recently used out first."),
+    )
     answer_cache: bool = field(
         default=True,
         metadata=doc(
@@ -280,6 +293,7 @@ class Settings:
             "context_passages",
             "context_sentences",
             "cache_max_bytes",
+            "reading_cache_max_bytes",
             "answer_cache_max_bytes",
             "embed_batch",
         )

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from .answer.asker import Answer, Asker
     from .answer.evaluation import EvalReport, QAItem
     from .answer.retrieval import SearchResult
+    from .answer.warming import WarmReport
     from .embed.base import Embedder
     from .llm.base import Engine, OnText
     from .progress import OnStep
@@ -102,6 +103,13 @@ class Rag:
         with self._lock:
             asker = self._answering(preload=not retrieval_only)
             return evaluate(asker, list(items), progress, retrieval_only)
+
+    def warm(self, progress: OnStep | None = None) -> WarmReport:
+        """Read every passage into the reading cache (`rag index --warm`)."""
+        from .answer.warming import warm
+
+        with self._lock:
+            return warm(self._answering(preload=True), progress)
 
     def load(self) -> None:
         """Load the model and the query encoder now, so a broken one fails here."""

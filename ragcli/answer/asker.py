@@ -262,8 +262,8 @@ class Asker:
     def engine_loaded(self) -> bool:
         return self._engine_future is not None and self._engine_future.done()
 
-    def build_prompt(self, question: str, context: list[str]) -> Prompt:
-        return engine_prompt(question, context, self.engine)
+    def build_prompt(self, question: str, chosen: Focus) -> Prompt:
+        return engine_prompt(question, chosen.sentences, self.engine, chosen.leads)
 
     def ask(self, question: str, on_text: OnText | None = None) -> Answer:
         """Answer ``question``; never raises for "no answer".
@@ -319,7 +319,7 @@ class Asker:
             return answer(verdict.nothing_found(question), hits)
         t_wait = time.perf_counter()
         waited = not self.engine_loaded
-        prompt = self.build_prompt(question, chosen.sentences)
+        prompt = self.build_prompt(question, chosen)
         if waited:  # what the question waited for the model, not the whole load
             timings.model_load_ms = _ms_since(t_wait)
         judged = self._generate(question, prompt, hits, chosen, timings, started, on_text)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..records import HEADING_SEP
@@ -20,7 +20,7 @@ from .grounding import STOP, bare_words, names, strip_instructions
 
 if TYPE_CHECKING:
     from ..embed.base import Embedder
-    from ..records import Hit
+    from ..records import Chunk, Hit
 
 WINDOW = 1  # neighbours kept either side of a chosen sentence
 # Passages far less similar than the best one are not read: on look-alike documents (one
@@ -49,6 +49,9 @@ class Focus:
     sentences: list[str]
     ranks: list[int]  # parallel to sentences
     best_similarity: float
+    # The sentences before each one in its passage: what it is read after when read apart
+    # (llm/reading_cache.py), so that "It" still knows what it is.
+    leads: list[list[str]] = field(default_factory=list)
 
 
 def blocks(text: str) -> list[str]:
@@ -218,6 +221,21 @@ def headings_of(heading: str) -> set[str]:
     return {_plain(h) for h in heading.split(HEADING_SEP) if h.strip()}
 
 
+def readable(chunk: Chunk) -> list[tuple[int, str, list[str]]]:
+    """The sentences of a passage the model may be shown: each with its place in it and
+    the sentences before it there.
+
+    Sentences that try to instruct the model are dropped first: a document cannot change
+    the rules. A heading is never an answer (the passage's citation names it).
+    """
+    heads = headings_of(chunk.heading)
+    # In Markdown a line opening with "#" is a heading; elsewhere it is content (a shell
+    # prompt or a comment in a configuration example).
+    markdown = chunk.path.lower().endswith((".md", ".markdown"))
+    found = sentences(strip_instructions(chunk.text), headings=not markdown)
+    return [(j, s, found[:j]) for j, s in enumerate(found) if _plain(s) not in heads]
+
+
 def focus(
     question: str,
     hits: list[Hit],
@@ -228,11 +246,11 @@ def focus(
 ) -> Focus:
     """The ``keep`` best sentences of the top ``passages`` for ``question``, with neighbours.
 
-    Sentences that try to instruct the model are dropped first: a document cannot
-    change the rules. When the question names a page (``pages``, found by
+    When the question names a page (``pages``, found by
     :func:`subject_pages` when not given), only sentences of that page or naming it are read.
     """
-    cands: list[tuple[str, int, int, str, int]] = []  # path, ordinal, index, sentence, rank
+    # path, ordinal, index, sentence, rank, the sentences before it
+    cands: list[tuple[str, int, int, str, int, list[str]]] = []
     seen: set[str] = set()
     top = hits[:passages]
     near = max((h.similarity for h in top), default=0.0) - PASSAGE_MARGIN
@@ -243,17 +261,10 @@ def focus(
         # A passage far behind the best is someone else's page, unless its page is read.
         if h.similarity < near and h.chunk.path not in pages and h.chunk.path not in kept:
             continue
-        heads = headings_of(h.chunk.heading)
-        text = strip_instructions(h.chunk.text)
-        # In Markdown a line opening with "#" is a heading; elsewhere it is content (a shell
-        # prompt or a comment in a configuration example).
-        markdown = h.chunk.path.lower().endswith((".md", ".markdown"))
-        for j, s in enumerate(sentences(text, headings=not markdown)):
-            if _plain(s) in heads:  # a heading is never an answer; the passage names it
-                continue
+        for j, s, lead in readable(h.chunk):
             if s not in seen and about(s, h.chunk.path, pages):
                 seen.add(s)
-                cands.append((h.chunk.path, h.chunk.ordinal, j, s, h.rank))
+                cands.append((h.chunk.path, h.chunk.ordinal, j, s, h.rank, lead))
     # Questions (FAQ titles) are not answers; code lines and fragments may be.
     scored = [i for i, c in enumerate(cands) if not c[3].endswith("?")]
     if not scored:
@@ -271,4 +282,9 @@ def focus(
         )
     # Document order, not score order: the same sentences give the same prompt tokens.
     chosen = sorted(pick, key=lambda i: cands[i][:3])
-    return Focus([cands[i][3] for i in chosen], [cands[i][4] for i in chosen], float(sims.max()))
+    return Focus(
+        [cands[i][3] for i in chosen],
+        [cands[i][4] for i in chosen],
+        float(sims.max()),
+        [cands[i][5] for i in chosen],
+    )

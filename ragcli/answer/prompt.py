@@ -75,20 +75,54 @@ def context_text(context: Sequence[str]) -> str:
     return one_line(" ".join(context))
 
 
-def completion_prompt(question: str, context: Sequence[str], instructions: bool = True) -> Prompt:
+# The context segment is this label, the sentences joined by spaces, and a newline: read
+# apart, each sentence is a piece that starts with its space (llm/reading_cache.py).
+LABEL = "Context:"
+
+
+def _written(sentences: Sequence[str]) -> tuple[str, ...]:
+    return tuple(f" {line}" for line in map(one_line, sentences) if line)
+
+
+def pieces(
+    context: Sequence[str], leads: Sequence[Sequence[str]] = ()
+) -> tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]:
+    """The context segment as sentences, each with the space before it (they join to
+    ``" " + context_text(context)``), and the sentences of each one's lead, written the same
+    way."""
+    before = [*leads, *[()] * (len(context) - len(leads))]
+    pairs = [
+        (f" {line}", _written(lead))
+        for line, lead in zip(map(one_line, context), before, strict=True)
+        if line
+    ]
+    return tuple(p for p, _ in pairs), tuple(lead for _, lead in pairs)
+
+
+def completion_prompt(
+    question: str,
+    context: Sequence[str],
+    instructions: bool = True,
+    leads: Sequence[Sequence[str]] = (),
+) -> Prompt:
     """Few-shot "Context / Question / Answer" prompt for base models.
 
     Segments: instructions and examples (never change), the context sentences, the question.
+    ``leads``: see :class:`~ragcli.llm.base.Prompt`.
     """
     head = f"{INSTRUCTIONS}\n\n" if instructions else ""
     shots = "".join(f"Context: {c}\nQuestion: {q}\nAnswer: {a}\n\n" for c, q, a in EXAMPLES)
+    parts, before = pieces(context, leads)
     return Prompt(
         segments=(
             head + shots,
-            f"Context: {context_text(context)}\n",
+            f"{LABEL} {context_text(context)}\n",
             f"Question: {one_line(question)}\nAnswer:",
         ),
         stop=("\n", "Question:", "Context:"),
+        pieces=parts,
+        leads=before,
+        frame=(LABEL, "\n") if parts else ("", ""),
     )
 
 
@@ -172,13 +206,21 @@ def chat_prompt(
     template: str,
     bos: str,
     eos: str,
+    leads: Sequence[Sequence[str]] = (),
 ) -> Prompt:
     """The same content through the model's own chat template (instruction-tuned models)."""
-    ctx = f"Context: {context_text(context)}\n"
+    parts, before = pieces(context, leads)
+    ctx = f"{LABEL} {context_text(context)}\n"
     text = render_chat(template, _chat_messages(question, ctx), bos, eos)
     cut = text.rindex(ctx)
     end = cut + len(ctx)
-    return Prompt(segments=(text[:cut], text[cut:end], text[end:]), stop=(eos, "\n\n"))
+    return Prompt(
+        segments=(text[:cut], text[cut:end], text[end:]),
+        stop=(eos, "\n\n"),
+        pieces=parts,
+        leads=before,
+        frame=(LABEL, "\n") if parts else ("", ""),
+    )
 
 
 _IDK_RE = re.compile(r"^\W*(i\s+do(?:n'?t|n’t| not)\s+know|unknown|not (?:stated|mentioned))", re.I)
@@ -197,9 +239,16 @@ def is_refusal(answer: str) -> bool:
     return not answer.strip() or bool(_IDK_RE.match(answer))
 
 
-def engine_prompt(question: str, context: Sequence[str], engine: Engine) -> Prompt:
+def engine_prompt(
+    question: str,
+    context: Sequence[str],
+    engine: Engine,
+    leads: Sequence[Sequence[str]] = (),
+) -> Prompt:
     """The prompt ``engine`` reads: its chat template when the model has one, else the
-    few-shot completion prompt."""
+    few-shot completion prompt. ``leads``: the sentences before each one of ``context`` in
+    its passage, see :class:`~ragcli.llm.base.Prompt`."""
     if engine.chat_template:
-        return chat_prompt(question, context, engine.chat_template, engine.bos, engine.eos)
-    return completion_prompt(question, context)
+        t = engine.chat_template
+        return chat_prompt(question, context, t, engine.bos, engine.eos, leads)
+    return completion_prompt(question, context, leads=leads)

@@ -101,7 +101,7 @@ def signals(
         shown = _shown(chosen, hits, copied)
         out.update(answerable.subject(question, [(c.heading, s) for c, s in shown], rare_words))
         if engine is not None:
-            asked = verify.answerable(engine, question, chosen.sentences, use_cache)
+            asked = verify.answerable(engine, question, chosen.sentences, use_cache, chosen.leads)
             titled = [(c.title, s) for c, s in shown]
             judged = verify.supported(engine, question, copied.text, titled, use_cache)
             out.update(asked=round(asked, 4), supported=round(judged, 4))

@@ -40,10 +40,15 @@ def _yes(engine: Engine, prompt: Prompt, use_cache: bool) -> float:
 
 
 def answerable(
-    engine: Engine, question: str, context: Sequence[str], use_cache: bool = True
+    engine: Engine,
+    question: str,
+    context: Sequence[str],
+    use_cache: bool = True,
+    leads: Sequence[Sequence[str]] = (),
 ) -> float:
-    """The model's probability of "Yes" that ``context`` alone answers ``question``."""
-    prompt = engine_prompt(f"{question} ({ANSWERABLE})", context, engine)
+    """The model's probability of "Yes" that ``context`` alone answers ``question``
+    (``leads``: as the answer's prompt has them, so that its sentences are reused)."""
+    prompt = engine_prompt(f"{question} ({ANSWERABLE})", context, engine, leads)
     return _yes(engine, prompt, use_cache)
 
 

@@ -82,6 +82,14 @@ def index_command(
             show_default=False,
         ),
     ] = None,
+    warm: Annotated[
+        bool,
+        typer.Option(
+            "--warm",
+            help="Then read every passage into the reading cache (setting reading_cache), "
+            "so questions read only themselves; interrupted, the next --warm goes on.",
+        ),
+    ] = False,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
@@ -101,6 +109,10 @@ def index_command(
         embed_backend=embed_backend,
     )
     _check_index_type(s)
+    if warm and not (s.reading_cache and s.use_cache):
+        from ..errors import UsageError
+
+        raise UsageError("--warm fills the reading cache, which is off: set reading_cache = true")
     if ray is not None:
         from ..index.ray_data import check_ray
 
@@ -108,8 +120,14 @@ def index_command(
     filters = {"include": include or (), "exclude": exclude or (), "ray_address": ray}
     with progress_line(showing(json_out, quiet)) as progress:
         report = build_index(paths, s, rebuild=rebuild, progress=progress, **filters)
+    warmed = None
+    if warm:
+        from ..rag import Rag
+
+        with progress_line(showing(json_out, quiet)) as progress, Rag(s) as rag:
+            warmed = rag.warm(progress)
     if json_out:
-        print_json(asdict(report))
+        print_json({**asdict(report), **({"warm": asdict(warmed)} if warmed else {})})
         return
     for item in report.skipped:
         warn(f"{display_path(item['path'])}: skipped: {item['reason']}")
@@ -125,6 +143,11 @@ def index_command(
         typer.echo(f"encoder: {report.embeddings}")
     if report.chunks_embedded:
         typer.echo(f"{report.chunks_per_s:.1f} chunks/s, {report.files_per_s:.1f} files/s")
+    if warmed is not None:
+        typer.echo(
+            f"reading cache: {warmed.sentences} sentences of {warmed.passages} passages, "
+            f"{warmed.tokens_encoded} tokens read in {warmed.seconds:.1f} s"
+        )
     if report.index_type:
         params = f" ({report.search_params})" if report.search_params else ""
         why = "auto by size" if report.index_spec == "auto" else f"asked for {report.index_spec}"

@@ -65,9 +65,11 @@ def timing_line(t: dict[str, Any], reason: str, cache_similarity: float | None =
     if not t["prompt_tokens"]:
         retrieval = t["embed_ms"] + t["search_ms"]
         return f"no model call ({reason.replace('_', ' ')}); retrieval {retrieval:.0f} ms"
+    reading = t.get("reading_tokens", 0)
+    read = f", {reading} from the reading cache" if reading else ""
     head = (
-        f"prompt {t['prompt_tokens']} tok ({t['cached_tokens']} cached, {t['cache_source']}) · "
-        f"prefill {t['prefill_tokens']} tok in {t['prefill_ms']:.0f} ms "
+        f"prompt {t['prompt_tokens']} tok ({t['cached_tokens']} cached, {t['cache_source']}"
+        f"{read}) · prefill {t['prefill_tokens']} tok in {t['prefill_ms']:.0f} ms "
         f"({t['prefill_tok_s']:.0f} tok/s)"
     )
     if t["cache_source"] == "unknown":  # an LLM server that reports neither

@@ -24,10 +24,22 @@ MAX_TOKENS = 48  # tokens an engine generates when its caller names no limit
 
 @dataclass(frozen=True)
 class Prompt:
-    """Prompt text in reuse order; ``segments`` join to the full prompt."""
+    """Prompt text in reuse order; ``segments`` join to the full prompt.
+
+    ``pieces``: the context segment cut into units (sentences) that join to it; an engine
+    with a reading cache encodes each apart, after the first segment, and keeps its keys
+    and values for any later prompt that shows it (llm/reading_cache.py). ``leads``, one a
+    piece: the pieces of text read just before it when it is encoded apart, and not kept
+    (the sentences before it in its passage), so that it reads in context. ``frame``: the
+    context segment's text before and after its pieces (a label, a newline), read with the
+    segments around them when pieces are read apart.
+    """
 
     segments: tuple[str, str, str]
     stop: tuple[str, ...]
+    pieces: tuple[str, ...] = ()
+    leads: tuple[tuple[str, ...], ...] = ()
+    frame: tuple[str, str] = ("", "")
 
     @property
     def text(self) -> str:
@@ -41,6 +53,12 @@ class Timings:
     prompt_tokens: int = 0
     cached_tokens: int = 0
     cache_source: str = "none"  # live (this process), disk (prefix cache) or none
+    # Context tokens whose keys and values came from the reading cache, and the time to place
+    # them; the sentences it did not hold are encoded apart and counted in prefill_tokens.
+    reading_tokens: int = 0
+    reading_ms: float = 0.0
+    # Tokens read only as the lead of a sentence encoded apart (the passage before it).
+    lead_tokens: int = 0
     prefill_tokens: int = 0
     prefill_ms: float = 0.0
     prefill_tok_s: float = 0.0

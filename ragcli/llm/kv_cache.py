@@ -15,6 +15,7 @@ recently used files.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -30,6 +31,7 @@ from .base import StatefulEngine
 
 MAGIC = b"RAGKV01\n"
 SUFFIX = ".kv"
+RESCAN_EVERY = 64  # writes between scans of the folder's size
 
 
 @dataclass(frozen=True)
@@ -70,16 +72,29 @@ def engine_fingerprint(engine: StatefulEngine) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
 
 
+def common_prefix(a: list[int], b: list[int]) -> int:
+    n = min(len(a), len(b))
+    for i in range(n):
+        if a[i] != b[i]:
+            return i
+    return n
+
+
 def _token_bytes(tokens: list[int]) -> bytes:
     return array("i", tokens).tobytes()
 
 
-class PrefixCache:
-    """Saved prefix states in one folder, bounded by ``max_bytes``."""
+class StateFolder:
+    """Saved KV states in one folder, each file the state of exactly one token sequence,
+    bounded by ``max_bytes`` (least recently used out first)."""
 
     def __init__(self, root: Path, max_bytes: int = 1 << 30) -> None:
         self.root = root
         self.max_bytes = max_bytes
+        # The folder's size as last scanned plus what this process wrote since: a scan of a
+        # folder of thousands of sentences after every write made warming quadratic.
+        self._size: int | None = None
+        self._writes = 0
         self._fingerprints: weakref.WeakKeyDictionary[StatefulEngine, str] = (
             weakref.WeakKeyDictionary()
         )
@@ -93,27 +108,21 @@ class PrefixCache:
         key = hashlib.sha256(fingerprint.encode() + _token_bytes(tokens)).hexdigest()
         return self.root / f"{key[:40]}{SUFFIX}"
 
-    # -- reading ---------------------------------------------------------
-    def restore(
-        self, engine: StatefulEngine, tokens: list[int], boundaries: list[int], better_than: int = 0
-    ) -> Restored | None:
-        """Load the longest saved prefix ending at one of ``boundaries``.
+    def has(self, engine: StatefulEngine, tokens: list[int]) -> bool:
+        return self._path(self._fingerprint(engine), tokens).is_file()
 
-        Only prefixes longer than ``better_than`` (what the live cache already
-        holds) and shorter than the prompt are tried.
-        """
-        fp = self._fingerprint(engine)
-        for n in sorted({b for b in boundaries if better_than < b < len(tokens)}, reverse=True):
-            t0 = time.perf_counter()
-            path = self._path(fp, tokens[:n])
-            payload = self._read(path, fp, tokens[:n])
-            if payload is None:
-                continue
-            if engine.load_state(payload, tokens[:n]):
+    def read(self, engine: StatefulEngine, tokens: list[int]) -> bytes | None:
+        """The saved state of ``tokens``, if a whole one is here (it counts as used)."""
+        path = self._path(self._fingerprint(engine), tokens)
+        payload = self._read(path, self._fingerprint(engine), tokens)
+        if payload is not None:
+            with contextlib.suppress(OSError):
                 os.utime(path)  # recently used: evicted last
-                return Restored(n, (time.perf_counter() - t0) * 1000)
-            path.unlink(missing_ok=True)  # llama.cpp refused it: never try it again
-        return None
+        return payload
+
+    def forget(self, engine: StatefulEngine, tokens: list[int]) -> None:
+        """Drop the state of ``tokens``: llama.cpp refused it, so it is never tried again."""
+        self._path(self._fingerprint(engine), tokens).unlink(missing_ok=True)
 
     def _read(self, path: Path, fingerprint: str, tokens: list[int]) -> bytes | None:
         """The payload if the file is whole and is the state of exactly ``tokens``."""
@@ -145,19 +154,11 @@ class PrefixCache:
             path.unlink(missing_ok=True)  # corrupt or foreign: rebuilt on the next save
             return None
 
-    # -- writing ---------------------------------------------------------
-    def save(self, engine: StatefulEngine, tokens: list[int]) -> float:
-        """Save the engine's current state as the state of ``tokens``; returns ms spent.
-
-        A cache that cannot be written (full disk, read-only folder) only
-        costs speed, never the answer.
-        """
-        t0 = time.perf_counter()
+    def write(self, engine: StatefulEngine, tokens: list[int], payload: bytes) -> None:
+        """Keep ``payload`` as the state of ``tokens``. A folder that cannot be written
+        (full disk, read-only) only costs speed, never the answer; several processes may
+        write at once, since a file appears whole (renamed in) or not at all."""
         fp = self._fingerprint(engine)
-        path = self._path(fp, tokens)
-        if path.is_file():
-            return 0.0
-        payload = engine.save_state()
         header = json.dumps(
             {
                 "fingerprint": fp,
@@ -176,13 +177,22 @@ class PrefixCache:
                     fh.write(MAGIC + struct.pack("<I", len(header)) + header)
                     fh.write(_token_bytes(tokens))
                     fh.write(payload)
-                os.replace(tmp, path)
+                os.replace(tmp, self._path(fp, tokens))
             finally:
                 Path(tmp).unlink(missing_ok=True)
-            self._evict()
+            self._wrote(len(MAGIC) + 4 + len(header) + 4 * len(tokens) + len(payload))
         except OSError:
             pass
-        return (time.perf_counter() - t0) * 1000
+
+    def _wrote(self, size: int) -> None:
+        """Evict once the folder may be over its bound; scan it anew every so often, since
+        other processes write to it too."""
+        self._writes += 1
+        if self._size is not None and self._writes % RESCAN_EVERY:
+            self._size += size
+            if self._size <= self.max_bytes:
+                return
+        self._evict()
 
     def _entries(self) -> list[tuple[float, int, Path]]:
         out = []
@@ -202,6 +212,7 @@ class PrefixCache:
                 break
             path.unlink(missing_ok=True)
             total -= size
+        self._size = total
 
     # -- maintenance -----------------------------------------------------
     def stats(self) -> CacheStats:
@@ -216,3 +227,33 @@ class PrefixCache:
             p.unlink(missing_ok=True)
             n += 1
         return n
+
+
+class PrefixCache(StateFolder):
+    """The states of sequence 0 after prompt prefixes."""
+
+    def restore(
+        self, engine: StatefulEngine, tokens: list[int], boundaries: list[int], better_than: int = 0
+    ) -> Restored | None:
+        """Load the longest saved prefix ending at one of ``boundaries``.
+
+        Only prefixes longer than ``better_than`` (what the live cache already
+        holds) and shorter than the prompt are tried.
+        """
+        for n in sorted({b for b in boundaries if better_than < b < len(tokens)}, reverse=True):
+            t0 = time.perf_counter()
+            payload = self.read(engine, tokens[:n])
+            if payload is None:
+                continue
+            if engine.load_state(payload, tokens[:n]):
+                return Restored(n, (time.perf_counter() - t0) * 1000)
+            self.forget(engine, tokens[:n])
+        return None
+
+    def save(self, engine: StatefulEngine, tokens: list[int]) -> float:
+        """Save the engine's current state as the state of ``tokens``; returns ms spent."""
+        t0 = time.perf_counter()
+        if self.has(engine, tokens):
+            return 0.0
+        self.write(engine, tokens, engine.save_state())
+        return (time.perf_counter() - t0) * 1000

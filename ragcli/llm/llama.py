@@ -11,26 +11,27 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import functools
 import itertools
 import logging
-import sys
 import threading
 import time
-from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING
 
 from ..cpus import physical_cores
 from ..errors import ModelError
 from ..log import debugging
 from ..models import GenerationModel
 from .base import CONTEXT, MAX_TOKENS, Constraint, Generation, OnText, Prompt, StopStream, Timings
+from .kv_cache import common_prefix
+from .loading import quiet_native_logs, with_sequences, without_repack
+from .reading_cache import SEQUENCES, SentenceReader, piece_key
 from .threads import ThreadGovernor
 
 if TYPE_CHECKING:
     from .constrain import Vocabulary
     from .kv_cache import PrefixCache
+    from .reading_cache import ReadingCache
 
 # Prompt tokens per llama_decode call while the thread count follows the machine: the count
 # is set between calls, so one call for a whole 400-token prompt held the count the first
@@ -39,12 +40,21 @@ if TYPE_CHECKING:
 GOVERNED_BATCH = 256
 
 
-def common_prefix(a: list[int], b: list[int]) -> int:
-    n = min(len(a), len(b))
-    for i in range(n):
-        if a[i] != b[i]:
-            return i
-    return n
+Apart = list[tuple[int, tuple[int, ...]]]  # where each piece read apart starts, its lead
+
+
+def _reusable(kv: list[int], kv_apart: Apart, tokens: list[int], apart: Apart, end: int) -> int:
+    """How much of the cached ``kv`` a prompt of ``tokens`` may keep.
+
+    Tokens must match, short of the last (whose logits are needed), and so must the way
+    they were read: the same pieces encoded apart after the same leads (``apart``, pieces
+    up to ``end``; ``kv_apart``: the same for ``kv``), none cut in two. The keys and values
+    of a sentence read apart are not those of the same tokens read after other sentences.
+    """
+    keep = min([common_prefix(kv, tokens[:-1]), *(s for s, _ in set(kv_apart) ^ set(apart))])
+    if apart and apart[0][0] < keep < end:
+        keep = max(s for s, _ in apart if s <= keep)
+    return keep
 
 
 class LlamaEngine:
@@ -61,14 +71,17 @@ class LlamaEngine:
         cache: PrefixCache | None = None,
         repack: bool = False,
         adaptive_threads: bool = True,
+        reading: ReadingCache | None = None,
     ) -> None:
         """``n_threads`` 0: one per physical core. ``adaptive_threads``: use only the cores
-        other processes leave free, judged again every quarter second or so (llm/threads.py)."""
+        other processes leave free, judged again every quarter second or so (llm/threads.py).
+        ``reading``: encode a prompt's sentences apart and keep them (llm/reading_cache.py)."""
         import llama_cpp
 
         self._lib = llama_cpp
         self.model = model
         self.cache = cache
+        self.reading = reading
         threads = n_threads or physical_cores()
         # The sampler's first window starts now and covers the load.
         self._governor = ThreadGovernor(threads) if adaptive_threads and threads > 1 else None
@@ -76,8 +89,10 @@ class LlamaEngine:
         self._thread_tokens = 0  # sum over evaluated tokens of the threads that evaluated them
         self._evaluated = 0
         try:
-            llama_class = llama_cpp.Llama if repack else _without_repack(llama_cpp.Llama)
-            with _quiet_native_logs():
+            llama_class = llama_cpp.Llama if repack else without_repack(llama_cpp.Llama)
+            if reading is not None:  # spare sequences to read sentences in
+                llama_class = with_sequences(llama_class, SEQUENCES)
+            with quiet_native_logs():
                 self.llm = llama_class(
                     model_path=str(model.path),
                     n_ctx=n_ctx,
@@ -88,7 +103,7 @@ class LlamaEngine:
                     # Not False: then llama-cpp-python points fds 1 and 2 at /dev/null for
                     # the whole load, which runs on a thread while `rag ask` may already
                     # print an answer that needs no model (it was lost). What it logs is
-                    # kept off the terminal by _quiet_native_logs instead.
+                    # kept off the terminal by quiet_native_logs instead.
                     verbose=True,
                     # Sliding-window layers (Gemma 3) drop old positions unless the
                     # full cache is kept, and then a prefix cannot be trimmed and reused.
@@ -112,6 +127,10 @@ class LlamaEngine:
             self._batch.n_seq_id[i] = 1
             self._batch.seq_id[i][0] = 0
         self.kv_tokens: list[int] = []  # tokens whose keys and values are in the cache
+        # Where in kv_tokens a sentence encoded apart starts: the cache may be cut only
+        # where the next prompt's sentences were encoded the same way.
+        self._apart: Apart = []
+        self._sentences = SentenceReader(self, reading) if reading is not None else None
         self._vocab_lock = threading.Lock()
         self._vocab_future: Future[Vocabulary] | None = None
         meta = self.llm.metadata
@@ -126,17 +145,48 @@ class LlamaEngine:
         return self.llm.detokenize([token], special=True).decode("utf-8", "replace")
 
     def _segment_tokens(self, prompt: Prompt) -> list[list[int]]:
-        """Segments are tokenized apart, so a shared segment always has the same tokens.
+        return self._tokens(prompt, apart=False)[0]
 
-        The context segment is document text: its "<start_of_turn>"-like strings stay
-        text (special=False), so a document cannot forge chat control tokens.
+    def _tokens(
+        self, prompt: Prompt, apart: bool
+    ) -> tuple[list[list[int]], list[list[int]], list[list[int]]]:
+        """The tokens of each segment; ``apart``: with the context as its pieces, and the
+        tokens of each piece and of each piece's lead.
+
+        Segments and pieces are tokenized apart, so a shared one always has the same
+        tokens. The context is document text: its "<start_of_turn>"-like strings stay
+        text (special=False), so a document cannot forge chat control tokens. Read apart,
+        the context's frame goes with the segments around it.
         """
-        return [
-            self.llm.tokenize(seg.encode("utf-8"), add_bos=(i == 0), special=(i != CONTEXT))
-            if seg
-            else []
-            for i, seg in enumerate(prompt.segments)
+
+        def tokens(text: str, first: bool, special: bool) -> list[int]:
+            return self.llm.tokenize(text.encode("utf-8"), add_bos=first, special=special)
+
+        if not (apart and prompt.pieces):
+            segments = [
+                tokens(seg, i == 0, i != CONTEXT) if seg else []
+                for i, seg in enumerate(prompt.segments)
+            ]
+            return segments, [], []
+        memo: dict[str, list[int]] = {}
+
+        def piece(text: str) -> list[int]:
+            if text not in memo:
+                memo[text] = tokens(text, False, False)
+            return memo[text]
+
+        # A lead's tokens are its pieces', so that a passage's next sentence goes on from
+        # the one before: they are read in one pass (_read_apart).
+        parts = [piece(p) for p in prompt.pieces]
+        leads = [[t for p in lead for t in piece(p)] for lead in prompt.leads]
+        leads += [[]] * (len(parts) - len(leads))
+        head, _, tail = prompt.segments
+        segments = [
+            tokens(head + prompt.frame[0], True, True),
+            [t for part in parts for t in part],
+            tokens(prompt.frame[1] + tail, False, True),
         ]
+        return segments, parts, leads
 
     def start_vocabulary(self) -> None:
         """Build the token pieces on a thread: llama.cpp releases the GIL while it reads
@@ -187,6 +237,10 @@ class LlamaEngine:
     def evaluate(self, tokens: list[int], start: int) -> None:
         """Evaluate tokens at positions start.. (prefill, or one decoded token); logits for
         the last one only. `rag bench prefill` times it against bare ``llama_decode``."""
+        self._decode(tokens, start, 0)
+        self.kv_tokens = self.kv_tokens[:start] + list(tokens)
+
+    def _decode(self, tokens: list[int], start: int, seq: int) -> None:
         b = self._batch
         step = min(self.n_batch, GOVERNED_BATCH) if self._governor is not None else self.n_batch
         for off in range(0, len(tokens), step):
@@ -195,6 +249,7 @@ class LlamaEngine:
             for i, tok in enumerate(part):
                 b.token[i] = tok
                 b.pos[i] = start + off + i
+                b.seq_id[i][0] = seq
                 b.logits[i] = 0
             b.logits[len(part) - 1] = off + len(part) == len(tokens)
             b.n_tokens = len(part)
@@ -203,7 +258,6 @@ class LlamaEngine:
                 raise ModelError(f"llama_decode failed with code {rc}")
             self._thread_tokens += threads * len(part)
             self._evaluated += len(part)
-        self.kv_tokens = self.kv_tokens[:start] + list(tokens)
 
     def _logits(self):
         """The last evaluated token's logits, as a numpy view of llama.cpp's buffer."""
@@ -229,13 +283,70 @@ class LlamaEngine:
                 self._lib.llama_memory_clear(self._mem, True)
                 keep = 0
             self.kv_tokens = self.kv_tokens[:keep]
+            self._apart = [a for a in self._apart if a[0] < keep]
         return len(self.kv_tokens)
+
+    # -- the reading cache (llm/reading_cache.py) ------------------------
+    def _read_apart(
+        self,
+        head: list[int],
+        leads: list[list[int]],
+        parts: list[list[int]],
+        starts: list[int],
+        t: Timings,
+    ) -> None:
+        """Put each piece, read apart after ``head`` and its lead, at its start in sequence 0
+        (those from ``len(self.kv_tokens)`` on)."""
+        assert self._sentences is not None
+        todo = [i for i, s in enumerate(starts) if s >= len(self.kv_tokens)]
+        evaluated = self._evaluated
+        pick = [leads[i] for i in todo], [parts[i] for i in todo], [starts[i] for i in todo]
+        for k, cached, ms in self._sentences.read_apart(head, *pick):
+            i = todo[k]
+            self.kv_tokens = self.kv_tokens[: starts[i]] + parts[i]
+            self._apart.append((starts[i], tuple(leads[i])))
+            if cached:
+                t.reading_tokens += len(parts[i])
+                t.reading_ms += ms
+            else:
+                t.prefill_ms += ms
+        encoded = sum(len(parts[i]) for i in todo) - t.reading_tokens
+        t.lead_tokens = self._evaluated - evaluated - encoded
+
+    def warm(self, prompt: Prompt) -> int:
+        """Put every piece of ``prompt`` the reading cache lacks into it; returns the
+        tokens read. What `rag index --warm` does for each passage."""
+        if self._sentences is None:
+            return 0
+        segments, parts, leads = self._tokens(prompt, apart=True)
+        head = segments[0]
+        if all(
+            self._sentences.cache.has(self, piece_key(head, *lp))
+            for lp in zip(leads, parts, strict=True)
+        ):
+            return 0
+        # The head in sequence 0, as a prompt would have it, and nothing after it.
+        self.trim(min([common_prefix(self.kv_tokens, head), *(s for s, _ in self._apart[:1])]))
+        if len(self.kv_tokens) < len(head) and self.cache is not None:
+            data = self.cache.read(self, head)
+            if data is None or not self.load_state(data, head):
+                self.trim(0)
+        if len(self.kv_tokens) < len(head):
+            self.evaluate(head[len(self.kv_tokens) :], len(self.kv_tokens))
+            if self.cache is not None:
+                self.cache.save(self, head)
+        evaluated = self._evaluated
+        self._sentences.warm(head, leads, parts)
+        return self._evaluated - evaluated
 
     def save_state(self) -> bytes:
         """KV state of sequence 0 (keys and values only: no logits buffer)."""
-        size = self._lib.llama_state_seq_get_size(self.ctx, 0)
+        return self._seq_state(0)
+
+    def _seq_state(self, seq: int) -> bytes:
+        size = self._lib.llama_state_seq_get_size(self.ctx, seq)
         buf = (ctypes.c_uint8 * size)()
-        n = self._lib.llama_state_seq_get_data(self.ctx, buf, size, 0)
+        n = self._lib.llama_state_seq_get_data(self.ctx, buf, size, seq)
         if n == 0:
             raise ModelError("llama_state_seq_get_data failed")
         return ctypes.string_at(buf, n)
@@ -243,7 +354,7 @@ class LlamaEngine:
     def load_state(self, data: bytes, tokens: list[int]) -> bool:
         """Restore a saved prefix state for ``tokens``; False leaves an empty cache."""
         self._lib.llama_memory_clear(self._mem, True)
-        self.kv_tokens = []
+        self.kv_tokens, self._apart = [], []
         buf = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
         if self._lib.llama_state_seq_set_data(self.ctx, buf, len(data), 0) != len(data):
             self._lib.llama_memory_clear(self._mem, True)
@@ -279,7 +390,9 @@ class LlamaEngine:
         ``follow_up``: see :class:`ragcli.llm.base.Engine`."""
         t = Timings()
         started = time.perf_counter()
-        segments = self._segment_tokens(prompt)
+        # Sentences are read apart when the reading cache is on.
+        apart = self.reading is not None and use_cache and bool(prompt.pieces)
+        segments, parts, leads = self._tokens(prompt, apart)
         tokens = [tok for seg in segments for tok in seg]
         ends = list(itertools.accumulate(len(seg) for seg in segments))
         t.prompt_tokens = len(tokens)
@@ -288,25 +401,35 @@ class LlamaEngine:
                 f"prompt of {len(tokens)} tokens plus {max_tokens} to generate exceeds the "
                 f"context of {self.n_ctx}; lower -k or raise n_ctx"
             )
+        starts = list(itertools.accumulate((len(p) for p in parts[:-1]), initial=ends[0]))
+        read_as = [(s, tuple(lead)) for s, lead in zip(starts, leads, strict=True)] if apart else []
         # Reuse what is cached: at least one token must be evaluated for logits.
         reuse = use_cache or follow_up
-        live = self.trim(common_prefix(self.kv_tokens, tokens[:-1]) if reuse else 0)
+        keep = (
+            _reusable(self.kv_tokens, self._apart, tokens, read_as, ends[CONTEXT]) if reuse else 0
+        )
+        live = self.trim(keep)
         t.cached_tokens, t.cache_source = live, "live" if live else "none"
         cache = self.cache if use_cache else None
         if cache is not None:
-            restored = cache.restore(self, tokens, ends, better_than=live)
+            # With sentences read apart, the state after the context is not kept: the
+            # reading cache holds them.
+            restored = cache.restore(self, tokens, ends[:1] if apart else ends, better_than=live)
             if restored:
                 t.cached_tokens, t.cache_source = restored.tokens, "disk"
                 t.state_load_ms = restored.ms
             elif len(self.kv_tokens) < live:  # a state llama.cpp refused cleared the cache
                 t.cached_tokens, t.cache_source = 0, "none"
-        t.prefill_tokens = len(tokens) - t.cached_tokens
         # Prefill segment by segment, saving the state at each boundary the
         # disk cache does not have yet.
         pos = t.cached_tokens
         mark = self._thread_mark()
-        for end in [*ends[:-1], len(tokens)]:
+        for i, end in enumerate([*ends[:-1], len(tokens)]):
             if end <= pos:
+                continue
+            if apart and i == CONTEXT:
+                self._read_apart(tokens[: ends[0]], leads, parts, starts, t)
+                pos = end
                 continue
             t0 = time.perf_counter()
             self.evaluate(tokens[pos:end], pos)
@@ -314,7 +437,9 @@ class LlamaEngine:
             pos = end
             if cache is not None and end < len(tokens):
                 t.state_save_ms += cache.save(self, tokens[:end])
-        t.prefill_tok_s = t.prefill_tokens / max(t.prefill_ms / 1000, 1e-9)
+        t.prefill_tokens = len(tokens) - t.cached_tokens - t.reading_tokens
+        # The rate the model read at: leads of sentences read apart are read too.
+        t.prefill_tok_s = (t.prefill_tokens + t.lead_tokens) / max(t.prefill_ms / 1000, 1e-9)
         t.prefill_threads = self._mean_threads(mark)
 
         out: list[int] = []
@@ -356,62 +481,3 @@ class LlamaEngine:
             self._lib.llama_batch_free(self._batch)
             self._batch = None
         self.llm.close()
-
-
-@functools.cache
-def _without_repack(llama: type) -> type:
-    """``Llama`` with llama.cpp's load-time weight repacking off.
-
-    Its constructor has no argument for ``use_extra_bufts``; it builds the model
-    parameters and assigns them to ``self.model_params`` before loading, so this
-    subclass turns the flag off as they are assigned. Measured (docs/BENCHMARKS.md,
-    "Loading the model"): a third of the load time and no 600 MB copy of the weights.
-    """
-
-    class Llama(llama):  # type: ignore[misc, valid-type]
-        @property
-        def model_params(self):
-            return self.__dict__["_ragcli_model_params"]
-
-        @model_params.setter
-        def model_params(self, params) -> None:
-            params.use_extra_bufts = False
-            self.__dict__["_ragcli_model_params"] = params
-
-    return Llama
-
-
-class _OtherThreadsOnly:
-    """A stand-in for ``sys.stderr`` that drops what one thread writes and passes the
-    rest: the model loads on a thread while the main thread may report on stderr."""
-
-    def __init__(self, stream: TextIO, muted: int) -> None:
-        self._stream, self._muted = stream, muted
-
-    def write(self, text: str) -> int:
-        if threading.get_ident() == self._muted:
-            return len(text)
-        return self._stream.write(text)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._stream, name)
-
-
-@contextlib.contextmanager
-def _quiet_native_logs() -> Iterator[None]:
-    """Keep what llama.cpp and llama-cpp-python log while a model loads off stderr.
-
-    Both write through Python's ``sys.stderr`` (llama.cpp's log callback and the
-    verbose prints of ``Llama``), so only the loading thread's writes are dropped;
-    file descriptors are left alone, since other threads are writing through them.
-    Load failures still surface, as the exception llama-cpp-python raises.
-    """
-    if debugging():
-        yield
-        return
-    real = sys.stderr
-    sys.stderr = _OtherThreadsOnly(real, threading.get_ident())
-    try:
-        yield
-    finally:
-        sys.stderr = real

@@ -21,11 +21,15 @@ def open_engine(settings: Settings, model: GenerationModel | None = None) -> Eng
         return RemoteEngine(s.llm_url)
     from .llama import LlamaEngine
 
-    cache = None
+    cache = reading = None
     if s.use_cache:
         from .kv_cache import PrefixCache
 
         cache = PrefixCache(s.cache_dir / "prefix", s.cache_max_bytes)
+        if s.reading_cache:
+            from .reading_cache import ReadingCache
+
+            reading = ReadingCache(s.cache_dir / "reading", s.reading_cache_max_bytes)
     engine = LlamaEngine(
         model or generation_model(s.model, s.cache_dir),
         s.n_ctx,
@@ -34,6 +38,7 @@ def open_engine(settings: Settings, model: GenerationModel | None = None) -> Eng
         cache=cache,
         repack=s.repack_weights,
         adaptive_threads=s.adaptive_threads,
+        reading=reading,
     )
     if s.copy_answers:
         engine.start_vocabulary()

@@ -23,8 +23,8 @@ START_TIMEOUT_S = 180
 # in some virtual machines those crash the process at the first prompt (a general
 # protection fault in ggml_backend_amx_mul_mat), which is not what these tests are about.
 _SERVER_WITHOUT_REPACK = (
-    "import runpy, llama_cpp; from ragcli.llm.llama import _without_repack; "
-    "llama_cpp.Llama = _without_repack(llama_cpp.Llama); "
+    "import runpy, llama_cpp; from ragcli.llm.loading import without_repack; "
+    "llama_cpp.Llama = without_repack(llama_cpp.Llama); "
     "runpy.run_module('llama_cpp.server', run_name='__main__', alter_sys=True)"
 )
 

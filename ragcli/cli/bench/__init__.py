@@ -9,12 +9,24 @@ from __future__ import annotations
 
 import typer
 
-from . import contention, index_types, ingest, models, prefill, semcache, serve, startup, workload
+from . import (
+    contention,
+    index_types,
+    ingest,
+    models,
+    prefill,
+    reading,
+    semcache,
+    serve,
+    startup,
+    workload,
+)
 
 app = typer.Typer(
     help="Benchmark prefill and the prompt (KV) cache on this machine.", no_args_is_help=True
 )
 app.command("prefill")(prefill.prefill_command)
+app.command("reading")(reading.reading_command)
 app.command("workload")(workload.workload_command)
 app.command("startup")(startup.startup_command)
 app.command("models")(models.models_command)

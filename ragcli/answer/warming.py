@@ -1,0 +1,58 @@
+"""`rag index --warm`: read every passage once into the reading cache.
+
+Each passage is cut into the sentences the model may be shown (answer/focus.py), and each
+sentence the reading cache lacks is encoded apart and kept (llm/reading_cache.py). A
+question about warmed passages then reads only itself. Pieces are written one by one, so
+an interrupted warm keeps what it did and the next one goes on from there.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..errors import UsageError
+from ..progress import OnStep, Step
+from .focus import readable
+from .prompt import engine_prompt
+
+if TYPE_CHECKING:
+    from .asker import Asker
+
+
+@dataclass
+class WarmReport:
+    passages: int = 0
+    sentences: int = 0
+    tokens_encoded: int = 0  # 0 when the cache held every sentence already
+    seconds: float = 0.0
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens_encoded / self.seconds if self.seconds else 0.0
+
+
+def warm(asker: Asker, progress: OnStep | None = None) -> WarmReport:
+    """Encode the sentences of every passage of the index that the reading cache lacks."""
+    if not (asker.settings.reading_cache and asker.settings.use_cache):
+        raise UsageError("the reading cache is off: set reading_cache = true to warm it")
+    engine = asker.engine
+    encode = getattr(engine, "warm", None)
+    if encode is None:
+        raise UsageError("only a model loaded here has a reading cache (not --llm-url)")
+    store = asker.retriever.store
+    total = store.count_chunks()
+    report = WarmReport()
+    t0 = time.perf_counter()
+    for chunk in store.all_chunks():
+        found = readable(chunk)
+        report.passages += 1
+        report.sentences += len(found)
+        if found:
+            shown, leads = [s for _, s, _ in found], [lead for _, _, lead in found]
+            report.tokens_encoded += encode(engine_prompt("", shown, engine, leads))
+        if progress:
+            progress(Step("warming", report.passages, total, "passages"))
+    report.seconds = time.perf_counter() - t0
+    return report

@@ -1,0 +1,54 @@
+"""`rag bench reading`: new questions' first token, read whole or with the reading cache."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from ..errors import handle_errors
+from ..options import IndexOpt, JsonOpt, ModelOpt, QuietOpt, settings
+from ..output import print_json, stdout_console
+from .common import QuestionSetArg, exit_on_mismatch, status_line
+
+
+@handle_errors
+def reading_command(
+    questions: QuestionSetArg,
+    index: IndexOpt = None,
+    model: ModelOpt = None,
+    limit: Annotated[
+        int | None,
+        typer.Option("--limit", min=2, help="Only the first N questions.", show_default=False),
+    ] = None,
+    json_out: JsonOpt = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """Time to first token of new questions: whole prompt, reading cache cold, warm."""
+    from ...answer.evaluation import load_questions
+    from ...bench.reading import MODES, measure
+
+    items = load_questions(questions)[:limit]
+    s = settings(index_dir=index, model=model)
+    with status_line(json_out, quiet) as say:
+        report = measure(s, items, progress=say)
+    if json_out:
+        print_json(report.as_dict())
+    else:
+        from rich.table import Table
+
+        table = Table(title=f"{report.model}: {len(report.rows)} new questions (medians)")
+        for col in ("prompt read as", "first token", "tokens read", "vs whole"):
+            table.add_column(col, justify="left" if col == "prompt read as" else "right")
+        whole = report.median_ttft("whole") or 1.0
+        for m in MODES:
+            ms = report.median_ttft(m)
+            table.add_row(m, f"{ms:.0f} ms", f"{report.median_read(m):.0f}", f"{ms / whole:.2f}")
+        console = stdout_console()
+        console.print(table)
+        console.print(
+            f"reading cache: {report.reading_files} sentences, {report.reading_bytes / 1e6:.0f} MB "
+            f"at most; answers read apart differ from whole in {report.apart_differs} of "
+            f"{len(report.rows)}; warm differs from cold in {report.warm_differs}"
+        )
+    exit_on_mismatch(report.warm_differs)

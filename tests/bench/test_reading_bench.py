@@ -1,0 +1,22 @@
+"""`rag bench reading`: three engines side by side; warm answers are cold answers."""
+
+from __future__ import annotations
+
+from ragcli.answer.evaluation import load_questions
+from ragcli.bench.reading import MODES, measure
+from ragcli.config import load_settings
+from tests.conftest import CORPORA
+
+
+def test_warm_reads_only_the_question_and_answers_as_cold(corpus_index):
+    items = load_questions(CORPORA / "questions.jsonl")[:2]
+    report = measure(load_settings({"index_dir": corpus_index}), items)
+    assert len(report.rows) == 1  # the first question only starts the engines
+    assert report.warm_differs == 0
+    for row in report.rows:
+        assert set(row.ttft_ms) == set(MODES)
+        # Warm: the head is live and every sentence comes from the cache.
+        assert row.read_tokens["warm"] < row.read_tokens["whole"] / 3
+        # Cold: every sentence is read, with the passage before it.
+        assert row.read_tokens["cold"] >= row.read_tokens["whole"]
+    assert report.reading_files > 0 and report.reading_bytes > 0
