@@ -464,6 +464,8 @@ class LlamaEngine:
                 break
             self.evaluate([tok], len(self.kv_tokens))
         text = stream.finish()
+        if self._governor is not None:
+            self._governor.pause()
         if constraint is not None:
             constraint.finish()
         t.completion_tokens = len(out)

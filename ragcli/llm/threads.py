@@ -44,6 +44,14 @@ class ThreadGovernor:
         self.most = most
         self.sampler = sampler if sampler is not None else CpuSampler()
         self.threads = most  # until a window is measured: what the settings ask for
+        self._paused = False
+
+    def pause(self) -> None:
+        """The engine stops evaluating (an answer is done). What runs until it starts again
+        is mostly the next client starting up, and whatever reads the last answer: bursts
+        that share no cores with a prompt. Judged as load, they put a resident server's
+        next prompt on one thread (docs/BENCHMARKS.md, "Reading cache")."""
+        self._paused = True
 
     def pick(self) -> int:
         """Threads for the next evaluation; cheap enough to call before every token.
@@ -53,9 +61,14 @@ class ThreadGovernor:
         if self.sampler.age() > STALE_S:
             self.sampler.restart()
             self.threads = self.most
+        elif self._paused:
+            # A new window from now; until it is measured, the count judged while the
+            # engine last ran, when a busy neighbour showed as one.
+            self.sampler.restart()
         elif self.sampler.due():
             self.sampler.sample()
             free = self.sampler.free
             if free is not None:
                 self.threads = fitting_threads(free, self.most)
+        self._paused = False
         return self.threads

@@ -107,7 +107,7 @@ class FakeSampler:
         return 0.0
 
     def restart(self) -> None:
-        raise AssertionError("a window that is always due is never stale")
+        self.restarts = getattr(self, "restarts", 0) + 1
 
 
 def test_governor_keeps_the_setting_until_a_window_is_measured():
@@ -118,6 +118,21 @@ def test_governor_keeps_the_setting_until_a_window_is_measured():
     assert governor.pick() == 1
     sampler.free = 3.9
     assert governor.pick() == 4
+
+
+def test_what_runs_between_two_answers_is_not_judged():
+    # Back to back, the window spans the next client's start-up: its burst is not the
+    # load a prompt would share cores with. The count judged while the engine ran stays.
+    sampler = FakeSampler(2.0)
+    governor = ThreadGovernor(2, sampler)  # type: ignore[arg-type]
+    assert governor.pick() == 2
+    governor.pause()
+    sampler.free = 1.0  # a client started while the engine sat idle
+    assert governor.pick() == 2 and sampler.restarts == 1
+    assert governor.pick() == 1  # once running, a busy machine is seen again
+    sampler.free = 1.0
+    governor.pause()
+    assert governor.pick() == 1  # and a busy neighbour judged while running is kept
 
 
 def test_after_a_pause_the_governor_starts_again_from_the_setting():
@@ -223,6 +238,10 @@ def test_engine_sets_the_threads_its_governor_picks(small_model):
         assert llama_cpp.llama_n_threads(engine.ctx) == 1
         assert llama_cpp.llama_n_threads_batch(engine.ctx) == 1
         sampler.free = 2.0
+        # The next prompt starts with the count judged while the engine last ran, then
+        # follows the machine.
+        t = _generate(engine, max_tokens=4)
+        assert 1 <= t.prefill_threads < 2 and t.decode_threads == 2
         t = _generate(engine, max_tokens=4)
         assert (t.prefill_threads, t.decode_threads) == (2, 2)
         assert llama_cpp.llama_n_threads(engine.ctx) == 2
