@@ -18,6 +18,7 @@ from .focus import readable
 from .prompt import engine_prompt
 
 if TYPE_CHECKING:
+    from ..config import Settings
     from .asker import Asker
 
 
@@ -33,10 +34,15 @@ class WarmReport:
         return self.tokens_encoded / self.seconds if self.seconds else 0.0
 
 
+def check_on(settings: Settings) -> None:
+    """A warm needs the reading cache on: say so before any work is done."""
+    if not (settings.reading_cache and settings.use_cache):
+        raise UsageError("the reading cache is off: set reading_cache = true to warm it")
+
+
 def warm(asker: Asker, progress: OnStep | None = None) -> WarmReport:
     """Encode the sentences of every passage of the index that the reading cache lacks."""
-    if not (asker.settings.reading_cache and asker.settings.use_cache):
-        raise UsageError("the reading cache is off: set reading_cache = true to warm it")
+    check_on(asker.settings)
     engine = asker.engine
     encode = getattr(engine, "warm", None)
     if encode is None:

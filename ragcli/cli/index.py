@@ -109,10 +109,10 @@ def index_command(
         embed_backend=embed_backend,
     )
     _check_index_type(s)
-    if warm and not (s.reading_cache and s.use_cache):
-        from ..errors import UsageError
+    if warm:
+        from ..answer.warming import check_on
 
-        raise UsageError("--warm fills the reading cache, which is off: set reading_cache = true")
+        check_on(s)
     if ray is not None:
         from ..index.ray_data import check_ray
 

@@ -169,18 +169,18 @@ class StateFolder:
                 "created": time.time(),
             }
         ).encode()
+        parts = (MAGIC + struct.pack("<I", len(header)) + header, _token_bytes(tokens), payload)
         try:
             self.root.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=self.root, suffix=".tmp")
             try:
                 with os.fdopen(fd, "wb") as fh:
-                    fh.write(MAGIC + struct.pack("<I", len(header)) + header)
-                    fh.write(_token_bytes(tokens))
-                    fh.write(payload)
+                    for part in parts:
+                        fh.write(part)
                 os.replace(tmp, self._path(fp, tokens))
             finally:
                 Path(tmp).unlink(missing_ok=True)
-            self._wrote(len(MAGIC) + 4 + len(header) + 4 * len(tokens) + len(payload))
+            self._wrote(sum(map(len, parts)))
         except OSError:
             pass
 

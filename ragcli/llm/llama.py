@@ -25,7 +25,7 @@ from ..models import GenerationModel
 from .base import CONTEXT, MAX_TOKENS, Constraint, Generation, OnText, Prompt, StopStream, Timings
 from .kv_cache import common_prefix
 from .loading import quiet_native_logs, with_sequences, without_repack
-from .reading_cache import SEQUENCES, SentenceReader, piece_key
+from .reading_cache import SEQUENCES, SentenceReader
 from .threads import ThreadGovernor
 
 if TYPE_CHECKING:
@@ -320,10 +320,8 @@ class LlamaEngine:
             return 0
         segments, parts, leads = self._tokens(prompt, apart=True)
         head = segments[0]
-        if all(
-            self._sentences.cache.has(self, piece_key(head, *lp))
-            for lp in zip(leads, parts, strict=True)
-        ):
+        todo = self._sentences.missing(head, leads, parts)
+        if not todo:
             return 0
         # The head in sequence 0, as a prompt would have it, and nothing after it.
         self.trim(min([common_prefix(self.kv_tokens, head), *(s for s, _ in self._apart[:1])]))
@@ -336,7 +334,7 @@ class LlamaEngine:
             if self.cache is not None:
                 self.cache.save(self, head)
         evaluated = self._evaluated
-        self._sentences.warm(head, leads, parts)
+        self._sentences.warm(head, todo)
         return self._evaluated - evaluated
 
     def save_state(self) -> bytes:

@@ -148,13 +148,18 @@ class SentenceReader:
             yield i, cached, (time.perf_counter() - t0) * 1000
         self.reset()
 
-    def warm(self, head: list[int], leads: list[list[int]], parts: list[list[int]]) -> None:
-        """Keep the state of every piece the cache lacks (``head`` in sequence 0)."""
-        todo = [
+    def missing(
+        self, head: list[int], leads: list[list[int]], parts: list[list[int]]
+    ) -> list[tuple[list[int], list[int]]]:
+        """The (lead, piece) pairs whose state the cache lacks."""
+        return [
             (lead, part)
             for lead, part in zip(leads, parts, strict=True)
             if not self.cache.has(self.engine, piece_key(head, lead, part))  # type: ignore[arg-type]
         ]
+
+    def warm(self, head: list[int], todo: list[tuple[list[int], list[int]]]) -> None:
+        """Keep the state of each (lead, piece) of ``todo`` (``head`` in sequence 0)."""
         self.reset()
         wants = [lead + part for lead, part in todo]
         for i, (lead, part) in enumerate(todo):
