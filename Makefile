@@ -31,8 +31,8 @@ demo: install
 	$(BIN)/rag ask "$(QUESTION)"
 
 test: install
-	$(BIN)/ruff check ragcli tests
-	$(BIN)/ruff format --check ragcli tests
+	$(BIN)/ruff check ragcli benchmarks tests
+	$(BIN)/ruff format --check ragcli benchmarks tests
 	$(BIN)/lint-imports
 	$(BIN)/pytest
 
@@ -41,13 +41,13 @@ test-slow: install
 	$(BIN)/pytest -m slow
 
 lint: install
-	$(BIN)/ruff check ragcli tests
-	$(BIN)/ruff format --check ragcli tests
+	$(BIN)/ruff check ragcli benchmarks tests
+	$(BIN)/ruff format --check ragcli benchmarks tests
 	$(BIN)/lint-imports
 
 format: install
-	$(BIN)/ruff check --fix ragcli tests
-	$(BIN)/ruff format ragcli tests
+	$(BIN)/ruff check --fix ragcli benchmarks tests
+	$(BIN)/ruff format ragcli benchmarks tests
 
 PYDOCS := /usr/share/doc/python3.11/html
 
@@ -62,8 +62,8 @@ $(POSTFIX):
 	apt-get install -y -q postfix-doc || (apt-get update -q && apt-get install -y -q postfix-doc)
 
 # Answer quality on six sets: dev, the demo, near-topic questions over the same pages
-# (ragcli/bench/data), generated facts about fictional people (ragcli/bench/facts.py), the
-# French set and the Postfix manual (benchmarks/sets/, never fit on); then the answerability
+# (benchmarks/sets), generated facts about fictional people (benchmarks/fictional_people.py),
+# the French set and the Postfix manual (benchmarks/sets/, never fit on); then the answerability
 # rule fit leaving each corpus out in turn, and on all but Postfix.
 # Reports in .bench/; figures in docs/BENCHMARKS.md ("Answers on unseen documents").
 ANSWERS := .bench/answers
@@ -72,7 +72,7 @@ SETS := benchmarks/sets
 bench-answers: install $(POSTFIX)
 	mkdir -p $(ANSWERS)
 	printf 'min_answerable = 0.0\nmin_score = 0.0\n' > $(ANSWERS)/rule-off.toml
-	$(BIN)/python -m ragcli.bench.facts $(ANSWERS)/facts
+	$(BIN)/python -m benchmarks.fictional_people $(ANSWERS)/facts
 	sh $(SETS)/postfix-readme/make-docs.sh $(ANSWERS)/postfix-docs
 	$(BIN)/rag index ../shared/eval/pydocs --index .rag-pydocs -q
 	$(BIN)/rag index corpora --index $(ANSWERS)/demo-index -q
@@ -81,15 +81,15 @@ bench-answers: install $(POSTFIX)
 	$(BIN)/rag index $(ANSWERS)/postfix-docs --index $(ANSWERS)/postfix-index -q
 	$(RULE_OFF) $(BIN)/rag eval ../shared/eval/pydocs-dev.jsonl --index .rag-pydocs --json -q > $(ANSWERS)/dev.json
 	$(RULE_OFF) $(BIN)/rag eval corpora/questions.jsonl --index $(ANSWERS)/demo-index --json -q > $(ANSWERS)/demo.json
-	$(RULE_OFF) $(BIN)/rag eval ragcli/bench/data/pydocs-near-topic.jsonl --index .rag-pydocs --json -q > $(ANSWERS)/near.json
+	$(RULE_OFF) $(BIN)/rag eval $(SETS)/pydocs-near-topic.jsonl --index .rag-pydocs --json -q > $(ANSWERS)/near.json
 	$(RULE_OFF) $(BIN)/rag eval $(ANSWERS)/facts/questions.jsonl --index $(ANSWERS)/facts-index --json -q > $(ANSWERS)/facts.json
 	$(RULE_OFF) $(BIN)/rag eval $(SETS)/french/questions.jsonl --index $(ANSWERS)/french-index --json -q > $(ANSWERS)/french.json
 	$(RULE_OFF) $(BIN)/rag eval $(SETS)/postfix-readme/questions.jsonl --index $(ANSWERS)/postfix-index --json -q > $(ANSWERS)/postfix.json
-	$(BIN)/python -m ragcli.bench.answerability dev=$(ANSWERS)/dev.json demo=$(ANSWERS)/demo.json \
+	$(BIN)/python -m benchmarks.answerability_fit dev=$(ANSWERS)/dev.json demo=$(ANSWERS)/demo.json \
 		near=$(ANSWERS)/near.json facts=$(ANSWERS)/facts.json french=$(ANSWERS)/french.json \
 		postfix=$(ANSWERS)/postfix.json --fit dev --fit near --fit demo --fit facts --fit french \
 		--corpus pydocs=dev,near --leave-out
-	$(BIN)/python -m ragcli.bench.answerability dev=$(ANSWERS)/dev.json demo=$(ANSWERS)/demo.json \
+	$(BIN)/python -m benchmarks.answerability_fit dev=$(ANSWERS)/dev.json demo=$(ANSWERS)/demo.json \
 		near=$(ANSWERS)/near.json facts=$(ANSWERS)/facts.json french=$(ANSWERS)/french.json \
 		postfix=$(ANSWERS)/postfix.json --fit dev --fit near --fit demo --fit facts --fit french \
 		--corpus pydocs=dev,near --leave-out --unchecked
@@ -98,17 +98,18 @@ bench-answers: install $(POSTFIX)
 
 bench: install $(PYDOCS) bench-answers
 	$(BIN)/rag bench prefill --model qwen2.5-coder-1.5b --model gemma-3-270m --max-len 4096 \
-		--reps auto --plot docs/prefill.png --markdown docs/BENCHMARKS.md --json > docs/prefill.json
-	$(BIN)/rag bench workload ../shared/eval/pydocs-dev.jsonl --docs ../shared/eval/pydocs --index .rag-pydocs
-	$(BIN)/rag bench models ../shared/eval/pydocs-dev.jsonl --index .rag-pydocs
+		--reps auto --plot docs/prefill.png --json > docs/prefill.json
+	$(BIN)/python -m benchmarks.write_report prefill docs/prefill.json docs/BENCHMARKS.md --plot docs/prefill.png
+	$(BIN)/python -m benchmarks workload ../shared/eval/pydocs-dev.jsonl --docs ../shared/eval/pydocs --index .rag-pydocs
+	$(BIN)/python -m benchmarks models ../shared/eval/pydocs-dev.jsonl --index .rag-pydocs
 	$(BIN)/rag bench serve ../shared/eval/pydocs-dev.jsonl --index .rag-pydocs
 	$(BIN)/rag index corpora
-	$(BIN)/rag bench semcache ../shared/eval/pydocs-dev.jsonl ragcli/bench/data/pydocs-paraphrases.jsonl --index .rag-pydocs --with-model --model gemma-3-270m
-	$(BIN)/rag bench semcache corpora/questions.jsonl ragcli/bench/data/demo-paraphrases.jsonl --with-model --model gemma-3-270m
+	$(BIN)/python -m benchmarks semcache ../shared/eval/pydocs-dev.jsonl $(SETS)/pydocs-paraphrases.jsonl --index .rag-pydocs --with-model --model gemma-3-270m
+	$(BIN)/python -m benchmarks semcache corpora/questions.jsonl $(SETS)/demo-paraphrases.jsonl --with-model --model gemma-3-270m
 	$(BIN)/rag bench startup --runs 7
 	$(BIN)/rag bench ingest $(PYDOCS) --exclude '_sources/' --big-mb 200
-	$(BIN)/rag bench index-types --size 1000000 --type Flat --type auto --type IVF2048,SQ8 --type HNSW32,SQ8 --nprobe 16 --nprobe 32 --nprobe 64 --nprobe 128 --nprobe 256
-	$(BIN)/rag bench index-types --size 100000 --type Flat --type auto --type IVF512,SQ8 --type HNSW32 --type HNSW32,SQ8 --nprobe 16 --nprobe 64
+	$(BIN)/python -m benchmarks index-types --size 1000000 --type Flat --type auto --type IVF2048,SQ8 --type HNSW32,SQ8 --nprobe 16 --nprobe 32 --nprobe 64 --nprobe 128 --nprobe 256
+	$(BIN)/python -m benchmarks index-types --size 100000 --type Flat --type auto --type IVF512,SQ8 --type HNSW32 --type HNSW32,SQ8 --nprobe 16 --nprobe 64
 
 clean:
 	rm -rf .rag .bench .pytest_cache .ruff_cache

@@ -125,7 +125,7 @@ class Settings:
         ),
     )
     # Off: on this project's 2-core AVX2 machine the repack cost 1 s of load and 600 MB of
-    # memory for no faster prefill (docs/BENCHMARKS.md, "Loading the model").
+    # memory for no faster prefill (docs/BENCHMARKS.md, "Loading the model without weight repacking").
     repack_weights: bool = field(
         default=False,
         metadata=doc(
@@ -213,7 +213,7 @@ class Settings:
     answer_cache_threshold: float = field(
         default=0.90,
         metadata=doc(
-            "Question cosine needed to reuse an answer (calibrated by `rag bench semcache`)."
+            "Question cosine needed to reuse an answer (calibrated by `python -m benchmarks semcache`)."
         ),
     )
     answer_cache_max_bytes: int = field(

@@ -72,7 +72,7 @@ class Rag:
         self, query: str, top_k: int | None = None, retriever: str | None = None
     ) -> SearchResult:
         """The top-k passages for ``query`` (dense, bm25 or hybrid: default the settings')."""
-        from .answer.batch import check_question
+        from .answer.question_batch import check_question
 
         query = check_question(query)
         with self._lock:
@@ -83,7 +83,7 @@ class Rag:
     def ask(self, question: str, on_text: OnText | None = None) -> Answer:
         """The answer from the documents, or "I don't know"; ``on_text`` hears the model's
         text as it is written."""
-        from .answer.batch import check_question
+        from .answer.question_batch import check_question
 
         question = check_question(question)
         with self._lock:
@@ -121,10 +121,6 @@ class Rag:
     def model(self) -> str:
         """The generation model's name (its file, or the server's model)."""
         return self._answering().engine.model.name
-
-    @property
-    def model_loaded(self) -> bool:
-        return self._asker is not None and self._asker.engine_loaded
 
     def _answering(self, preload: bool = False) -> Asker:
         """The asker, made on first use; ``preload`` starts loading the model now."""

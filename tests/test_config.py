@@ -83,7 +83,7 @@ def test_a_bad_variable_is_an_error_at_load(monkeypatch, tmp_path, var, value, m
 
 
 def test_the_server_setting_is_where_clients_look():
-    from ragcli.serve.locate import client_endpoint
+    from ragcli.server.locate import client_endpoint
 
     tcp = client_endpoint(Settings(server="http://10.0.0.2:9000", server_token="t"))
     assert (tcp.unix, tcp.host, tcp.port, tcp.token) == (None, "10.0.0.2", 9000, "t")
@@ -91,7 +91,7 @@ def test_the_server_setting_is_where_clients_look():
 
 
 def test_tokens_stay_out_of_repr_and_of_what_a_server_reports():
-    from ragcli.serve.locate import client_endpoint, identity
+    from ragcli.server.locate import client_endpoint, identity
 
     s = Settings(server="http://h:1", server_token="tok-one", milvus_token="tok-two")
     shown = repr(s) + repr(client_endpoint(s)) + json.dumps(identity(s))

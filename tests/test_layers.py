@@ -139,3 +139,44 @@ def test_long_modules_say_why():
 def test_the_reason_must_be_given():
     assert LONG_REASON.search("This module is long because it is a table.")
     assert not LONG_REASON.search("Long prompts cost more. It is slow because of attention.")
+
+
+# One role in parallel packages may share a name: each subsystem's protocol and its factory.
+PARALLEL_ROLES = {"base.py", "factory.py"}
+LAB = PACKAGE.parent / "benchmarks"
+MAX_BENCH_SHARE = 0.15  # of the installed package's lines: the reports users run, no more
+
+
+def test_module_names_are_not_shared_but_by_parallel_roles():
+    seen: dict[str, list[str]] = {}
+    for name, path in module_files().items():
+        if path.name != "__init__.py":
+            seen.setdefault(path.name, []).append(name)
+    shared = {base: names for base, names in seen.items() if len(names) > 1}
+    assert set(shared) <= PARALLEL_ROLES, shared
+
+
+def test_benchmarks_are_a_small_part_of_what_users_install():
+    lines = {
+        name: len(p.read_text(encoding="utf-8").splitlines()) for name, p in module_files().items()
+    }
+    bench = sum(n for name, n in lines.items() if ".bench" in f".{name}")
+    assert bench / sum(lines.values()) <= MAX_BENCH_SHARE, (bench, sum(lines.values()))
+
+
+def test_the_lab_uses_public_names_only():
+    """The lab (benchmarks/) reaches ragcli through public modules and names: a private
+    one may change under it without notice."""
+    private = []
+    for path in sorted(LAB.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("ragcli"):
+                names = [*node.module.split("."), *(a.name for a in node.names)]
+            elif isinstance(node, ast.Import):
+                names = [
+                    p for a in node.names if a.name.startswith("ragcli") for p in a.name.split(".")
+                ]
+            else:
+                continue
+            private += [f"{path.name}:{node.lineno} {n}" for n in names if n.startswith("_")]
+    assert not private, private

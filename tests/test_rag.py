@@ -68,7 +68,7 @@ def test_one_json_shape_for_search_results(corpus_index):
 
 def test_an_engine_passed_in_answers_and_stays_the_callers(corpus_index):
     """The engine seam: a loaded engine answers through Rag, and closing Rag leaves it open."""
-    from ragcli.llm.open import open_engine
+    from ragcli.llm.factory import open_engine
 
     settings = load_settings({"index_dir": corpus_index})
     engine = open_engine(settings)
@@ -98,15 +98,15 @@ def test_an_index_without_its_first_commit_is_not_there_yet(tmp_path, docs):
     (it once read the empty metadata table: "IndexInfo missing fields"), and a second
     `rag index` says in one line that another run holds the index."""
     from ragcli.stores.base import IndexInfo
-    from ragcli.stores.folder import IndexStore
+    from ragcli.stores.faiss_store import FaissStore
 
     root = tmp_path / "index"
     info = IndexInfo.for_build("sentence-transformers/all-MiniLM-L6-v2", 384, 200, 40)
-    with IndexStore.writer(root, info):
+    with FaissStore.writer(root, info):
         assert (root / "index.sqlite").is_file()  # created, with no commit in it
         with pytest.raises(IndexMissingError, match="has not committed"):
-            IndexStore.open(root)
-        with pytest.raises(IndexLockedError), IndexStore.writer(root, info):
+            FaissStore.open(root)
+        with pytest.raises(IndexLockedError), FaissStore.writer(root, info):
             pass
         second = subprocess.run(
             [str(RAG), "index", str(docs), "--index", str(root), "-q"],

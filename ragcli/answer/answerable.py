@@ -4,7 +4,7 @@ The model's own "I don't know" misses on-topic questions the documents do not an
 asked for a third-party function, it copies the standard-library one that sits nearby.
 Copying makes such an answer a real span, so the support rule cannot catch it either.
 What the rule weighs is measured here and in answer/verify.py (docs/BENCHMARKS.md, "Answers
-grounded by construction"): how much probability the model gave "I don't know" at the first
+on unseen documents"): how much probability the model gave "I don't know" at the first
 token and to the tokens it copied, whether the answer's sentence names what sets the
 question apart, and the model's replies to two checks. Other signals are recorded for
 study (similarity, the question's words in what was shown, overruled steps).
@@ -47,7 +47,7 @@ def subject(
     what the whole corpus is about. ``subject_words``: the share of those found in the
     evidence; ``subject_names``: the same for the capitalized ones. Asked for a pet the
     page never names, the model copies a neighbour's, whose sentence does not name the
-    person asked about (docs/BENCHMARKS.md, "Answers grounded by construction").
+    person asked about (docs/BENCHMARKS.md, "Answers on unseen documents").
     ``evidence_words``: the share of all the question's words found there: asked when
     someone was born, the model copies the year she settled somewhere."""
     words = list(dict.fromkeys(content_words(question)))
@@ -70,7 +70,7 @@ def subject(
 # Each input a rule may weigh, from an answer's signals (`evidence_words` is one the rules
 # do not: it helped only on the halves it was fit on). The others `signals` records
 # (similarity, coverage, missing words, overruled steps) separated nothing on the fit
-# halves of our sets (docs/BENCHMARKS.md, "Answers grounded by construction").
+# halves of our sets (docs/BENCHMARKS.md, "Answers on unseen documents").
 INPUTS: dict[str, Callable[[dict[str, float]], float]] = {
     # the model's probability of "I don't know" at the first token, log10
     "log_idk_prob": lambda s: math.log10(s.get("idk_prob", 0.0) + 1e-6),
@@ -102,8 +102,8 @@ class Rule:
         return 1 / (1 + math.exp(-max(-60.0, min(60.0, z))))
 
 
-# Fitted by `python -m ragcli.bench.answerability` on the fit halves of the near-topic and
-# facts sets (docs/BENCHMARKS.md, "Answers grounded by construction"): one rule with the
+# Fitted by `python -m benchmarks.answerability_fit` on the fit halves of the near-topic and
+# facts sets (docs/BENCHMARKS.md, "Answers on unseen documents"): one rule with the
 # model's two checks (`check_answers`), one without. Each bias is moved so that the cut the
 # fit chose falls at 0.5, the `min_answerable` default, for either rule.
 CHECKED = Rule(

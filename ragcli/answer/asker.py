@@ -5,7 +5,7 @@ batch of questions (``rag ask -``, ``rag chat``) pays for loading once and
 reuses the KV cache of the prompt prefix it shares with the last question.
 Before any of that, an answer already given for the same passages to the same
 question, or to one close enough in meaning, is served from the answer cache
-(:mod:`ragcli.answer.semcache`) without running the model.
+(:mod:`ragcli.answer.answer_cache`) without running the model.
 """
 
 from __future__ import annotations
@@ -22,11 +22,13 @@ from .. import __version__
 from ..config import ANSWER_SETTINGS, Settings
 from ..errors import RagError
 from ..llm.base import Engine, OnText, Timings
-from ..llm.open import open_engine
+from ..llm.factory import open_engine
 from ..models import CATALOG, DEFAULT_MODEL, GenerationModel, generation_model
 from ..records import Hit
 from ..stores.base import package_version
 from . import copying, verdict
+from .answer_cache import FILE as ANSWER_CACHE_FILE
+from .answer_cache import AnswerCache, CachedAnswer, cache_key
 from .focus import Focus, focus, subject_pages
 from .prompt import (
     CHAT_EXAMPLES,
@@ -39,8 +41,6 @@ from .prompt import (
     engine_prompt,
 )
 from .retrieval import Retriever, SearchResult
-from .semcache import FILE as ANSWER_CACHE_FILE
-from .semcache import AnswerCache, CachedAnswer, cache_key
 from .verdict import Verdict
 
 MODEL_REASONS = (

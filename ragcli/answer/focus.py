@@ -4,7 +4,7 @@ A small model copies an answer far better from a few relevant sentences than fro
 200-token passages, and the prompt is shorter, so prefill is faster. The 8 best sentences
 of the top 4 passages, each with its neighbours, in document order; best by meaning, by
 the question's own words and by their passage's rank together (docs/BENCHMARKS.md,
-"Sentences shown"). Headings are not shown: the passage's place is in its citation.
+"Answers on unseen documents"). Headings are not shown: the passage's place is in its citation.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ WINDOW = 1  # neighbours kept either side of a chosen sentence
 # Passages far less similar than the best one are not read: on look-alike documents (one
 # page per person) their sentences are about someone else, and the model takes them.
 # On the Python pages the passage holding the answer was within 0.2 of the best in 89 of 89
-# answerable questions (docs/BENCHMARKS.md, "Answers grounded by construction").
+# answerable questions (docs/BENCHMARKS.md, "Answers on unseen documents").
 PASSAGE_MARGIN = 0.2
 
 # A sentence ends at . ! or ? before a capital, digit or identifier, but not after a Latin
@@ -157,7 +157,7 @@ def about(text: str, path: str, pages: dict[str, str]) -> bool:
 # Sentences are ranked by three orders fused by reciprocal rank: meaning (the embedder),
 # the question's rare words (identifiers, names, numbers, which a 384-d sentence vector
 # blurs), and the rank of the passage they sit in (retrieval judged the whole passage, with
-# BM25 over the index). On the sets measured (docs/BENCHMARKS.md, "Sentences shown") this
+# BM25 over the index). On the sets measured (docs/BENCHMARKS.md, "Answers on unseen documents") this
 # keeps the answer among the sentences shown where meaning alone lost it, at the same length.
 SENTENCE_RRF_K = 10
 _TERM = re.compile(r"[\w][\w.\-]*[\w]|\w", re.UNICODE)

@@ -131,7 +131,7 @@ def completion_prompt(
 # a count of listed items, a yes/no, an identifier, and two refusals where the context is on
 # topic but silent, the case such a model gets wrong most (it answers with a nearby token).
 # The answer is the context's own words, whole: asked for "the shortest phrase", the model
-# cut spans down to a fragment that no longer answered (docs/BENCHMARKS.md, "Answer quality").
+# cut spans down to a fragment that no longer answered (docs/BENCHMARKS.md, "Answers on unseen documents").
 CHAT_INSTRUCTIONS = (
     "You answer questions about the user's documents using only the context given with each "
     "question, never your own knowledge. Reply with the answer alone: the words of the context "

@@ -22,7 +22,7 @@ from ..errors import IndexMismatchError
 from ..models import EmbeddingModelInfo, embedding_model
 from ..records import Hit
 from ..stores.base import IndexInfo, Store, lexical_terms
-from ..stores.url import open_store
+from ..stores.factory import open_store
 from .grounding import names
 
 if TYPE_CHECKING:
@@ -89,7 +89,7 @@ def fuse(rankings: list[list[int]], k: int) -> list[tuple[int, float]]:
     Fusion sees ranks, not scores, so a passage far closer in meaning than any other but
     missed by BM25 (other words, same sense) falls behind passages both rank middling;
     keeping each retriever's best in place of the last fused ones costs nothing when they
-    agree (docs/BENCHMARKS.md, "Answer quality").
+    agree (docs/BENCHMARKS.md, "Answers on unseen documents").
     """
     scores: dict[int, float] = {}
     for ranking in rankings:

@@ -2,8 +2,8 @@
 
 The model proposes; these rules dispose. A copied answer (see answer/copying.py) is
 withheld, in this order, when the model abstained; when its own first token was not in
-the sentences (it wanted an answer from memory: 8 of 56 such answers to unanswerable
-questions on our sets, 1 of 123 right ones); when the span is not of the type the
+the sentences (it wanted an answer from memory: on our sets a rule that catches many
+answers to unanswerable questions and almost no right ones); when the span is not of the type the
 question asks for (answer/answer_types.py); when a version or year the question gives is
 in neither the answer's sentences nor the passage and headings before them; and when the
 fitted rule over the measured signals (answer/answerable.py, answer/verify.py) scores it

@@ -3,7 +3,7 @@
 Copying keeps an answer inside the documents, not on the question: asked for a
 third-party function, the model copies the standard-library one beside it; asked for a
 pet a page never names, it copies a neighbour's. Two replies tell such answers apart
-(docs/BENCHMARKS.md, "Answers grounded by construction"):
+(docs/BENCHMARKS.md, "Answers on unseen documents"):
 
 - :func:`answerable`: asked, over the same context, whether the context alone answers the
   question. It shares the answer prompt's prefix, so it costs the question's tokens.

@@ -1,6 +1,6 @@
 """The `rag` command: a thin layer over the library, one module per command.
 
-:func:`main` first offers the command line to :mod:`.fast`, which answers `rag ask` and
+:func:`main` first offers the command line to :mod:`.via_server`, which answers `rag ask` and
 `rag search` through a running `rag serve` with the standard library alone; only when it
 declines is the Typer application (:mod:`.commands`) imported, which costs about 200 ms.
 """
@@ -13,7 +13,7 @@ from typing import Any
 
 def main() -> None:
     """The `rag` entry point."""
-    from .fast import through_server
+    from .via_server import through_server
 
     code = through_server(sys.argv[1:])
     if code is not None:

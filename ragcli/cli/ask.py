@@ -12,15 +12,14 @@ import typer
 from ..errors import ExitCode
 from ..progress import Step
 from . import flags
-from .errors import handle_errors, on_sigterm
+from .failures import handle_errors, on_sigterm
 from .notes import debug_enabled
 from .options import takes
-from .output import print_json
+from .output import evidence_lines, marks, print_answer, print_json, print_timing, source_lines
 from .profile import print_profile, process_age_ms
-from .progress import progress_line, showing
-from .render import answer_text, evidence_lines, marks, source_lines, timing_line
-from .server import served
+from .progress_line import progress_line, showing
 from .stdin import stdin_lines
+from .via_server import served
 
 if TYPE_CHECKING:
     from ..answer.asker import AnswerTimings
@@ -48,7 +47,7 @@ def ask_command(
     A running `rag serve` of the same index and settings answers it, unless --no-server.
     """
     started_ms = process_age_ms() if profile else None
-    from ..answer.batch import check_question
+    from ..answer.question_batch import check_question
 
     if question != "-":
         question = check_question(question)  # before any model loads: a usage error is quick
@@ -96,7 +95,7 @@ def _counted(lines: Iterable[bytes], quiet: bool) -> Iterator[bytes]:
 def _batch(ask: Callable[[str], dict], quiet: bool) -> ExitCode:
     """Answer stdin line by line (in this process, or by a server); SIGTERM stops it like
     Ctrl-C, with the answers out."""
-    from ..answer.batch import answer_lines
+    from ..answer.question_batch import answer_lines
 
     with on_sigterm():
         result = answer_lines(_counted(stdin_lines(), quiet), ask, print_json, debug_enabled())
@@ -125,15 +124,6 @@ def _profile(t: AnswerTimings, started_ms, open_ms: float, ask_started_ms) -> di
     return {k: round(v, 1) for k, v in out.items() if v is not None}
 
 
-def print_answer(result: dict) -> None:
-    """An answer in JSON form as `rag ask` prints it without streaming; figures on stderr."""
-    sys.stdout.write(answer_text(result))
-    sys.stdout.flush()
-    sys.stderr.write(
-        timing_line(result["timings"], result["reason"], result.get("cache_similarity")) + "\n"
-    )
-
-
 def show_answer(rag: Rag, question: str):
     """Stream the answer on a terminal, then sources and the timing line."""
     stream = sys.stdout.isatty()
@@ -151,9 +141,7 @@ def show_answer(rag: Rag, question: str):
             sys.stdout.write(f"-> {answer.answer}{why if not answer.answered else ''}\n")
         sys.stdout.write(evidence_lines(result) + source_lines(result))
         sys.stdout.flush()
-        sys.stderr.write(
-            timing_line(result["timings"], result["reason"], result.get("cache_similarity")) + "\n"
-        )
+        print_timing(result)
     else:
         print_answer(result)
     return answer

@@ -6,7 +6,7 @@ from dataclasses import asdict
 
 import typer
 
-from .errors import handle_errors
+from .failures import handle_errors
 from .options import JsonOpt, settings
 from .output import print_json
 
@@ -17,7 +17,7 @@ app = typer.Typer(
 
 
 def _caches():
-    from ..answer.semcache import FILE, AnswerCache
+    from ..answer.answer_cache import FILE, AnswerCache
     from ..llm.kv_cache import PrefixCache
     from ..llm.reading_cache import ReadingCache
 

@@ -9,10 +9,11 @@ from typing import TYPE_CHECKING
 import typer
 
 from . import flags
-from .ask import print_answer, show_answer
-from .errors import handle_errors
+from .ask import show_answer
+from .failures import handle_errors
 from .options import takes
-from .server import served
+from .output import print_answer
+from .via_server import served
 
 if TYPE_CHECKING:
     from ..config import Settings

@@ -11,7 +11,7 @@ from typer._click import exceptions as click  # the click typer runs on (vendore
 from .. import __version__
 from ..errors import ExitCode
 from . import ask, bench, cache, chat, evaluate, index, mcp, models, search, serve
-from .errors import fail
+from .failures import fail
 from .notes import show_notes
 
 app = typer.Typer(

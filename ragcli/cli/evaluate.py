@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from . import flags
-from .errors import handle_errors
+from .failures import handle_errors
 from .options import takes
 from .output import print_json, stdout_console
-from .progress import progress_line, showing
+from .progress_line import progress_line, showing
 
 if TYPE_CHECKING:
     from ..config import Settings

@@ -1,7 +1,7 @@
 """The options of the commands that search and answer, declared once.
 
 The Typer commands are given their options from this table (:mod:`ragcli.cli.options`),
-and the served client (:mod:`ragcli.cli.fast`) parses argv with the same table, so the
+and the served client (:mod:`ragcli.cli.via_server`) parses argv with the same table, so the
 two cannot drift. Standard library only: the served client reads it before any
 framework is imported.
 """
@@ -108,7 +108,7 @@ PROFILE = Flag(
 SEARCHING = (TOP_K, RETRIEVER, INDEX, STORE)
 ANSWERING = (*SEARCHING, MODEL, LLM_URL, MAX_TOKENS, NO_CACHE, NO_ANSWER_CACHE)
 
-# The options of the two commands a running server may answer (cli/fast.py).
+# The options of the two commands a running server may answer (cli/via_server.py).
 COMMANDS = {
     "ask": (*ANSWERING, NO_SERVER, JSON, PROFILE, QUIET),
     "search": (*SEARCHING, NO_SERVER, JSON, PROFILE),

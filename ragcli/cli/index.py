@@ -10,10 +10,10 @@ from typing import Annotated
 import typer
 
 from ..config import DEFAULT_EMBED_BACKEND, EMBED_BACKENDS, one_of
-from .errors import handle_errors, warn
+from .failures import handle_errors, warn
 from .options import EmbedModelOpt, IndexOpt, JsonOpt, QuietOpt, StoreOpt, settings
 from .output import display_path, print_json
-from .progress import progress_line, showing
+from .progress_line import progress_line, showing
 
 
 @handle_errors

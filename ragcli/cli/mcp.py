@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import UsageError
 from . import flags
-from .errors import handle_errors
+from .failures import handle_errors
 from .options import takes
 
 if TYPE_CHECKING:
@@ -25,7 +25,7 @@ def mcp_command(settings: Settings) -> None:
     """
     if importlib.util.find_spec("mcp") is None:
         raise UsageError("rag mcp needs the MCP SDK: pip install 'ragcli[server]'")
-    from ..serve.mcp import RagTools, build_server
+    from ..server.mcp_tools import RagTools, build_server
 
     tools = RagTools(settings)  # a missing or broken index fails here, before any client waits
     try:

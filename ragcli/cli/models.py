@@ -9,10 +9,10 @@ import typer
 from ..config import DEFAULT_EMBED_MODEL
 from ..models import CATALOG, DEFAULT_MODEL, model_installed, pull_model
 from ..progress import Step
-from .errors import handle_errors
+from .failures import handle_errors
 from .options import JsonOpt, QuietOpt, settings
 from .output import print_json, stdout_console
-from .progress import progress_line, showing
+from .progress_line import progress_line, showing
 
 app = typer.Typer(
     help="The models ragcli knows by name: list them, or pull one into the model cache.",

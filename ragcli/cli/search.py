@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 import time
 from typing import TYPE_CHECKING, Annotated
 
@@ -10,12 +9,11 @@ import typer
 
 from ..errors import ExitCode
 from . import flags
-from .errors import handle_errors
+from .failures import handle_errors
 from .options import takes
-from .output import print_json
+from .output import print_json, print_search
 from .profile import print_profile, process_age_ms
-from .render import search_text
-from .server import served
+from .via_server import served
 
 if TYPE_CHECKING:
     from ..config import Settings
@@ -70,7 +68,6 @@ def _print(out: dict, json_out: bool, exit_when_empty: bool = True) -> None:
     if json_out:
         print_json(out)
     else:
-        sys.stdout.write(search_text(out))
-        sys.stdout.flush()
+        print_search(out)
     if exit_when_empty and not out["results"]:
         raise typer.Exit(ExitCode.NOT_FOUND)

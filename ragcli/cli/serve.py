@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from . import flags
-from .errors import handle_errors
+from .failures import handle_errors
 from .options import takes
 
 if TYPE_CHECKING:
@@ -64,8 +64,8 @@ def serve_command(
     --json`), GET /health, GET /stats. OpenAI-compatible: GET /v1/models, POST
     /v1/chat/completions. SIGTERM or Ctrl-C: stop listening, answer what was accepted, exit 0.
     """
-    from ..serve.locate import socket_path as default_socket
-    from ..serve.run import ServeOptions, serve
+    from ..server.lifecycle import ServeOptions, serve
+    from ..server.locate import socket_path as default_socket
 
     s = settings
     if port is not None and host is None:

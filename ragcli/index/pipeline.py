@@ -33,7 +33,7 @@ from ..models import EmbeddingModelInfo, embedding_model
 from ..progress import OnStep, Step
 from ..records import Chunk
 from ..stores.base import TEXT_VERSION, IndexInfo
-from ..stores.url import open_store, store_writer
+from ..stores.factory import open_store, store_writer
 from .chunking import TokenCounter, chunk_stream
 from .discover import discover
 from .document import STREAM_BYTES, stream_document, stream_source, streams

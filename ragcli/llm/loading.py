@@ -19,8 +19,9 @@ def without_repack(llama: type) -> type:
 
     Its constructor has no argument for ``use_extra_bufts``; it builds the model
     parameters and assigns them to ``self.model_params`` before loading, so this
-    subclass turns the flag off as they are assigned. Measured (docs/BENCHMARKS.md,
-    "Loading the model"): a third of the load time and no 600 MB copy of the weights.
+    subclass turns the flag off as they are assigned. Measured (docs/BENCHMARKS.md, "Loading
+    the model without weight repacking"): a third of the load time and no 600 MB copy of
+    the weights.
     """
 
     class Llama(llama):  # type: ignore[misc, valid-type]

@@ -1,8 +1,8 @@
 """What every store shares: how an index was built, the format version, the writer
 protocol and the terms a lexical search looks for.
 
-Two stores implement it: :mod:`ragcli.stores.folder` (SQLite and a FAISS file in a
-folder) and :mod:`ragcli.stores.milvus` (Milvus or Milvus Lite). :mod:`ragcli.stores.url`
+Two stores implement it: :mod:`ragcli.stores.faiss_store` (SQLite and a FAISS file in a
+folder) and :mod:`ragcli.stores.milvus_store` (Milvus or Milvus Lite). :mod:`ragcli.stores.factory`
 chooses between them by the ``store`` setting.
 """
 
@@ -22,10 +22,11 @@ if TYPE_CHECKING:
     import numpy as np
 
 AUTO = "auto"  # vector index type chosen by size (stores/faiss_index.py, auto_index_type)
-FORMAT_VERSION = 4  # 2: BM25 full-text table; 3: PDF page of each chunk; 4: heading path
+# The layout of an index's tables; raised whenever a reader could misread an older one,
+# which is then refused (check_format) with the command that rebuilds it.
+FORMAT_VERSION = 4
 # How documents become passages (the readers and the chunker). An index whose passages an
 # older version made is re-read whole on its next update, so it never keeps stale text.
-# 2: HTML code blocks set apart from the prose around them.
 TEXT_VERSION = 2
 
 # Words too common to help BM25 find a passage; FTS5 keeps them in the index.

@@ -6,7 +6,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ragcli.answer.batch import MAX_QUESTION_CHARS, answer_lines, check_question, clean_question
+from ragcli.answer.question_batch import (
+    MAX_QUESTION_CHARS,
+    answer_lines,
+    check_question,
+    clean_question,
+)
 from ragcli.errors import ExitCode, IndexCorruptError, UsageError
 
 # Lines as a file or a pipe gives them: any bytes, blank ones, huge ones, text with odd characters.

@@ -91,7 +91,7 @@ def test_a_listed_set_is_counted_by_the_tool(asker):
 def test_an_on_topic_question_the_documents_do_not_answer_is_refused(asker):
     # The ferry, its pilot and his name are all there: what it carries is not. (Its name,
     # asked the same way, is answered with the pilot's, and the year he became a pilot
-    # with the year she moved: see docs/BENCHMARKS.md, "Answers grounded by construction".)
+    # with the year she moved: see docs/BENCHMARKS.md, "Answers on unseen documents".)
     a = asker.ask("What does the ferry Ivo Brandt pilots carry?")
     assert not a.answered, (a.answer, a.signals)
     assert a.reason in ("model_abstained", "not_answerable")

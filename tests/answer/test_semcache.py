@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ragcli.answer.answer_cache import FILE, AnswerCache, numbers
 from ragcli.answer.asker import Asker
-from ragcli.answer.semcache import FILE, AnswerCache, numbers
 from ragcli.config import Settings, load_settings
 from tests.conftest import CORPORA
 

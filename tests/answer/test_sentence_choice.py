@@ -17,7 +17,7 @@ from ragcli.index.pipeline import build_index
 from ..conftest import ROOT
 
 PYDOCS = ROOT / ".." / "shared" / "eval" / "pydocs"
-NEAR_TOPIC = ROOT / "ragcli" / "bench" / "data" / "pydocs-near-topic.jsonl"
+NEAR_TOPIC = ROOT / "benchmarks" / "sets" / "pydocs-near-topic.jsonl"
 
 
 def _question(qid: str) -> dict:

@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from ragcli.answer.answer_cache import AnswerCache, asks_alike
 from ragcli.answer.answer_types import fits, kind, wants
 from ragcli.answer.language import detect, say
 from ragcli.answer.retrieval import lowercase_names
-from ragcli.answer.semcache import AnswerCache, asks_alike
 from ragcli.answer.verdict import numbers_named
 
 

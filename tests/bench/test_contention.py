@@ -1,29 +1,19 @@
 """`rag bench contention`: one quick run through the command with the small model (every
-scenario in both modes, no figures judged), and where its table goes in a Markdown file."""
+scenario in both modes, no figures judged), and its table written by the lab's report writer."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from ragcli.bench.contention import (
-    MARK_END,
-    MARK_START,
-    MODES,
-    SCENARIOS,
-    Cell,
-    ContentionRun,
-    write_markdown,
-)
+from benchmarks import write_report
+from ragcli.bench.busy_cpus import MODES, SCENARIOS, Cell, ContentionRun
 
 from ..conftest import SMALL_MODEL, rag
 
 
 def test_quick_run_covers_every_scenario_in_both_modes(tmp_path: Path):
-    doc = tmp_path / "BENCHMARKS.md"
-    doc.write_text("# Benchmarks\n")
-    out = rag("bench", "contention", "--quick", "--model", SMALL_MODEL, "--json",
-              "--markdown", str(doc))  # fmt: skip
+    out = rag("bench", "contention", "--quick", "--model", SMALL_MODEL, "--json")
     assert out.returncode == 0, out.stderr
     run = json.loads(out.stdout)
     assert run["model"] == SMALL_MODEL and run["reps"] == 1
@@ -42,9 +32,14 @@ def test_quick_run_covers_every_scenario_in_both_modes(tmp_path: Path):
     assert [(g["scenario"], g["phase"]) for g in run["goals"]] == [
         ("1 busy", "prefill"), ("1 busy", "decode"), ("2 at once", "decode"),
     ]  # fmt: skip
+    start, end = write_report.CONTENTION_MARKS
+    doc, saved = tmp_path / "BENCHMARKS.md", tmp_path / "run.json"
+    doc.write_text(f"# Benchmarks\n{start}\n{end}\n")
+    saved.write_text(out.stdout)
+    assert write_report.main(["contention", str(saved), str(doc)]) == 0
     text = doc.read_text()
-    assert text.startswith("# Benchmarks\n") and text.count(MARK_START) == 1
-    assert "| 2 at once | adaptive |" in text and text.rstrip().endswith(MARK_END)
+    assert text.startswith("# Benchmarks\n") and text.count(start) == 1
+    assert "| 2 at once | adaptive |" in text and text.rstrip().endswith(end)
 
 
 def _run(rate: float) -> ContentionRun:
@@ -53,14 +48,22 @@ def _run(rate: float) -> ContentionRun:
 
 
 def test_markdown_replaces_its_section_and_keeps_the_rest(tmp_path: Path):
+    start, end = write_report.CONTENTION_MARKS
     doc = tmp_path / "B.md"
-    doc.write_text(f"before\n{MARK_START}\nold\n{MARK_END}\nafter\n")
-    write_markdown(_run(123.0), doc)
+    doc.write_text(f"before\n{start}\nold\n{end}\nafter\n")
+    body = write_report.contention_markdown(_run(123.0))
+    write_report.replace_section(doc, write_report.CONTENTION_MARKS, body)
     text = doc.read_text()
-    assert text.startswith(f"before\n{MARK_START}\n") and text.endswith(f"{MARK_END}\nafter\n")
+    assert text.startswith(f"before\n{start}\n") and text.endswith(f"{end}\nafter\n")
     assert "old" not in text and "| quiet | fixed | 123.0 |" in text
 
 
-def test_markdown_file_is_checked_before_the_run(tmp_path: Path):
-    out = rag("bench", "contention", "--quick", "--markdown", str(tmp_path / "missing.md"))
-    assert out.returncode == 2 and "cannot read" in out.stderr
+def test_report_needs_its_section_and_a_run(tmp_path: Path, capsys):
+    doc, run = tmp_path / "B.md", tmp_path / "run.json"
+    doc.write_text("no markers\n")
+    run.write_text(json.dumps(_run(1.0).as_dict()))
+    assert write_report.main(["contention", str(run), str(doc)]) == 2
+    assert "section" in capsys.readouterr().err and doc.read_text() == "no markers\n"
+    run.write_text('{"model": "m"}')
+    assert write_report.main(["contention", str(run), str(doc)]) == 2
+    assert "rag bench contention --json" in capsys.readouterr().err

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from ragcli.bench.fresh import run_measured
+from ragcli.bench.fresh_process import run_measured
 from ragcli.errors import RagError
 
 ALLOCATE = "import sys; b = bytearray({mb} << 20); sys.stdout.write('made')"

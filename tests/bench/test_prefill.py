@@ -10,9 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from ragcli.bench.prefill import (
-    MARK_END,
-    MARK_START,
+from benchmarks import write_report
+from ragcli.bench.prefill_cost import (
     SPREAD_LIMIT,
     PrefillRow,
     Stat,
@@ -137,12 +136,11 @@ def test_longer_prompt_measured_faster_is_flagged():
     assert "bare: 4096 tokens measured no slower than 2048" in v.problems
 
 
-def test_command_writes_json_table_and_picture_from_one_run(tmp_path: Path):
-    """A short real sweep (small model, 1 thread, 3 lengths, 2 repetitions)."""
-    doc = tmp_path / "BENCH.md"
-    doc.write_text(f"# Bench\n\nbefore\n\n{MARK_START}\nold table\n{MARK_END}\n\nafter\n")
+def test_command_writes_json_and_picture_from_one_run(tmp_path: Path):
+    """A short real sweep (small model, 1 thread, 3 lengths, 2 repetitions); the lab's
+    report writer turns its JSON into the BENCHMARKS.md section."""
     png = tmp_path / "prefill.png"
-    args = ["bench", "prefill", "--max-len", "256", "--reps", "2", "--json", "--markdown", str(doc)]
+    args = ["bench", "prefill", "--max-len", "256", "--reps", "2", "--json"]
     if importlib.util.find_spec("matplotlib") is not None:
         args += ["--plot", str(png)]
     config = tmp_path / "config.toml"
@@ -163,29 +161,27 @@ def test_command_writes_json_table_and_picture_from_one_run(tmp_path: Path):
     assert set(report["verdict"]) == {"ok", "spread_limit", "problems", "message"}
     if not report["verdict"]["ok"]:
         assert "rag: warning:" in out.stderr  # a noisy run says so
-    text = doc.read_text()
+    if "--plot" in args:
+        assert png.read_bytes()[:4] == b"\x89PNG"
+    # The section and the picture again from the run's JSON, without measuring.
+    saved = tmp_path / "run.json"
+    saved.write_text(out.stdout)
+    write_report.main(["prefill", str(saved), str(_doc(tmp_path)), "--plot", str(png)])
+    text = (tmp_path / "BENCH.md").read_text()
     assert text.startswith("# Bench\n\nbefore\n") and text.endswith("after\n")
     assert "old table" not in text and "| 256 |" in text and report["model"] in text
     if "--plot" in args:
-        assert png.read_bytes()[:4] == b"\x89PNG"
-    # The same table again from the run's JSON, without measuring.
-    saved, again = tmp_path / "run.json", tmp_path / "AGAIN.md"
-    saved.write_text(out.stdout)
-    again.write_text(f"{MARK_START}\n{MARK_END}\n")
-    plot_again = ["--plot", str(tmp_path / "again" / png.name)] if "--plot" in args else []
-    redo = rag("bench", "prefill", "--replot", str(saved), "--markdown", str(again), *plot_again)
-    assert redo.returncode == 0, redo.stderr
-    section = text[text.index(MARK_START) : text.index(MARK_END)]
-    assert again.read_text().startswith(section)
+        again = ["bench", "prefill", "--replot", str(saved), "--plot", str(tmp_path / "b.png")]
+        redo = rag(*again)
+        assert redo.returncode == 0, redo.stderr
+        assert (tmp_path / "b.png").read_bytes()[:4] == b"\x89PNG"
 
 
-def test_markdown_without_its_section_is_refused(tmp_path: Path):
+def _doc(tmp_path: Path) -> Path:
+    start, end = write_report.PREFILL_MARKS
     doc = tmp_path / "BENCH.md"
-    doc.write_text("no markers here\n")
-    out = rag("bench", "prefill", "--max-len", "256", "--markdown", str(doc))
-    # Refused after measuring is a waste: the file is checked first.
-    assert out.returncode == 2 and out.stderr.count("\n") == 1
-    assert "section" in out.stderr
+    doc.write_text(f"# Bench\n\nbefore\n\n{start}\nold table\n{end}\n\nafter\n")
+    return doc
 
 
 def test_replot_refuses_other_json(tmp_path: Path):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ragcli.answer.evaluation import load_questions
-from ragcli.bench.reading import MODES, measure
+from ragcli.bench.first_token import MODES, measure
 from ragcli.config import load_settings
 from tests.conftest import CORPORA
 

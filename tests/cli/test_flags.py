@@ -1,12 +1,12 @@
 """The answering options are declared once: the Typer commands and the served client's
-parser (cli/fast.py) take the same options, with the same meaning."""
+parser (cli/via_server.py) take the same options, with the same meaning."""
 
 from __future__ import annotations
 
 import pytest
 import typer
 
-from ragcli.cli import app, fast, flags
+from ragcli.cli import app, flags, via_server
 
 
 def _command(name: str):
@@ -39,13 +39,13 @@ def test_every_answering_command_takes_the_answering_options(name):
 
 def test_the_served_client_reads_them_as_the_command_does():
     argv = ["ask", "--index=/tmp/x", "-k", "3", "--no-answer-cache", "--json", "Why?"]
-    assert fast.parse(argv) == (
+    assert via_server.parse(argv) == (
         "ask",
         "Why?",
         True,
         {"index_dir": "/tmp/x", "top_k": 3, "answer_cache": False},
     )
-    assert fast.parse(["search", "--retriever", "bm25", "bees"]) == (
+    assert via_server.parse(["search", "--retriever", "bm25", "bees"]) == (
         "search",
         "bees",
         False,
@@ -66,4 +66,4 @@ def test_the_served_client_reads_them_as_the_command_does():
     ],
 )
 def test_the_served_client_leaves_the_rest_to_the_full_command(argv):
-    assert fast.parse(argv) is None
+    assert via_server.parse(argv) is None

@@ -253,7 +253,7 @@ def test_progress_and_empty_input(onnx, info):
 def test_index_and_query_use_the_same_file_and_vectors(tmp_path, embedder):
     from ragcli.answer.retrieval import Retriever
     from ragcli.index.pipeline import build_index
-    from ragcli.stores.folder import IndexStore
+    from ragcli.stores.faiss_store import FaissStore
 
     docs = tmp_path / "docs"
     docs.mkdir()
@@ -261,7 +261,7 @@ def test_index_and_query_use_the_same_file_and_vectors(tmp_path, embedder):
     s = load_settings({"index_dir": tmp_path / "index"})
     report = build_index([docs], s)  # the default backend, chosen by the pipeline itself
     assert report.embeddings == DEFAULT_EMBED_BACKEND == "onnx-int8"
-    store = IndexStore.open(s.index_dir)
+    store = FaissStore.open(s.index_dir)
     assert (store.info.embed_backend, store.info.embed_quantization) == ("onnx", "int8")
     [chunk] = list(store.all_chunks())
     stored = store.vectors.contents()[1][0]

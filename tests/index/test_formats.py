@@ -18,7 +18,7 @@ from ragcli.index.discover import discover
 from ragcli.index.document import read_document
 from ragcli.index.pipeline import build_index
 from ragcli.stores.base import FORMAT_VERSION
-from ragcli.stores.folder import IndexStore
+from ragcli.stores.faiss_store import FaissStore
 
 
 def make_pdf(pages: list[list[str]]) -> bytes:
@@ -160,7 +160,7 @@ def test_pdf_pages_reach_the_index_and_search(tmp_path, embedder):
     }
     assert reasons["broken.pdf"].startswith("unreadable PDF")
 
-    store = IndexStore.open(s.index_dir)
+    store = FaissStore.open(s.index_dir)
     chunks = list(store.all_chunks())
     page_of = {line: n for n, lines in enumerate(PAGES, 1) for line in lines}
     pdf_chunks = [c for c in chunks if c.path.endswith("earth.pdf")]
@@ -192,11 +192,11 @@ def test_older_format_index_is_refused_and_rebuilt(tmp_path, embedder):
         db.execute("ALTER TABLE files DROP COLUMN mtime_ns")
     db.close()
     with pytest.raises(IndexMismatchError, match=r"has format 2.*rebuild"):
-        IndexStore.open(s.index_dir)
+        FaissStore.open(s.index_dir)
     with pytest.raises(IndexMismatchError, match="rebuild"):
         build_index([docs], s, embedder=embedder)
     assert build_index([docs], s, rebuild=True, embedder=embedder).added == 1
-    store = IndexStore.open(s.index_dir)
+    store = FaissStore.open(s.index_dir)
     assert [(c.page, c.heading) for c in store.all_chunks()] == [(None, "")]
     assert store.info.format_version == FORMAT_VERSION
     store.close()

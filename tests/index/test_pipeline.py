@@ -9,7 +9,7 @@ from ragcli.answer.retrieval import Retriever
 from ragcli.config import load_settings
 from ragcli.errors import IndexCorruptError, IndexMismatchError, IndexMissingError, UsageError
 from ragcli.index.pipeline import build_index
-from ragcli.stores.folder import IndexStore
+from ragcli.stores.faiss_store import FaissStore
 
 
 @pytest.fixture
@@ -53,14 +53,14 @@ def test_add_change_delete(tmp_path, docs, embedder):
     assert (r3.added, r3.updated, r3.removed, r3.unchanged) == (1, 1, 0, 1)
     chunk = _top_path(s, embedder, "How do bees stay warm?")
     assert "shivering" in chunk.text  # the new text replaced the old one
-    store = IndexStore.open(s.index_dir)
+    store = FaissStore.open(s.index_dir)
     assert not any("dance" in c.text for c in store.all_chunks())
     store.close()
 
     (docs / "otters.md").unlink()
     r4 = build_index([docs], s, embedder=embedder)
     assert (r4.added, r4.updated, r4.removed, r4.unchanged) == (0, 0, 1, 2)
-    store = IndexStore.open(s.index_dir)
+    store = FaissStore.open(s.index_dir)
     assert not any("otters" in p for p in store.files())
     assert len(store.vectors) == store.count_chunks() == r4.chunks_total
     store.close()
@@ -118,7 +118,7 @@ def test_asking_with_another_embedding_model_is_refused(tmp_path, docs, embedder
 def test_failed_update_leaves_previous_index_intact(tmp_path, docs, embedder):
     s = _settings(tmp_path)
     build_index([docs], s, embedder=embedder)
-    before = sorted(IndexStore.open(s.index_dir).files().items())
+    before = sorted(FaissStore.open(s.index_dir).files().items())
 
     class Exploding:
         info = embedder.info
@@ -130,7 +130,7 @@ def test_failed_update_leaves_previous_index_intact(tmp_path, docs, embedder):
     (docs / "bees.txt").write_text("Something entirely new about wasps.\n")
     with pytest.raises(RuntimeError, match="power cut"):
         build_index([docs], s, embedder=Exploding())
-    store = IndexStore.open(s.index_dir)
+    store = FaissStore.open(s.index_dir)
     assert sorted(store.files().items()) == before
     assert len(store.vectors) == store.count_chunks()
 
@@ -138,12 +138,12 @@ def test_failed_update_leaves_previous_index_intact(tmp_path, docs, embedder):
 def test_missing_and_corrupt_indexes_give_clear_errors(tmp_path, docs, embedder):
     s = _settings(tmp_path)
     with pytest.raises(IndexMissingError, match="rag index"):
-        IndexStore.open(s.index_dir)
+        FaissStore.open(s.index_dir)
     build_index([docs], s, embedder=embedder)
     for f in s.index_dir.glob("vectors-*.faiss"):
         f.write_bytes(b"garbage")
     with pytest.raises(IndexCorruptError, match="--rebuild"):
-        _ = IndexStore.open(s.index_dir).vectors
+        _ = FaissStore.open(s.index_dir).vectors
     assert build_index([docs], s, rebuild=True, embedder=embedder).added == 2
 
 
@@ -181,7 +181,7 @@ def test_bm25_index_follows_updates(tmp_path, docs, embedder):
 
 
 def _chunk_rows(settings) -> list[tuple]:
-    store = IndexStore.open(settings.index_dir)
+    store = FaissStore.open(settings.index_dir)
     try:
         return sorted(
             (c.path, c.ordinal, c.start_line, c.end_line, c.text, c.heading)

@@ -22,9 +22,9 @@ needs_ray = pytest.mark.skipif(
 
 def _contents(index_dir: Path) -> dict[tuple, np.ndarray]:
     """Every passage (path, ordinal, lines, page, text) with its vector."""
-    from ragcli.stores.folder import IndexStore
+    from ragcli.stores.faiss_store import FaissStore
 
-    store = IndexStore.open(index_dir)
+    store = FaissStore.open(index_dir)
     try:
         faiss_index = store.vectors._index  # IDMap2 over Flat: vectors by chunk id
         return {

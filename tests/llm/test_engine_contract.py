@@ -11,7 +11,7 @@ from ragcli.answer.prompt import IDK, engine_prompt
 from ragcli.config import load_settings
 from ragcli.errors import ModelError
 from ragcli.llm.base import Engine
-from ragcli.llm.open import open_engine
+from ragcli.llm.factory import open_engine
 
 CONTEXT = ["The night ferry to Quillmoor leaves from pier 7 at 21:40 on weekdays."]
 QUESTION = "From which pier does the night ferry to Quillmoor leave?"

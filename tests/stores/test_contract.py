@@ -13,7 +13,7 @@ import pytest
 from ragcli.config import load_settings
 from ragcli.index.pipeline import build_index
 from ragcli.stores.base import Store
-from ragcli.stores.url import open_store
+from ragcli.stores.factory import open_store
 
 FILES = {
     "bees.md": "# Bees\n\nHoney bees dance to show the hive where the flowers are.\n",

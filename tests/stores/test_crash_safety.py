@@ -26,7 +26,7 @@ import pytest
 
 from ragcli.config import load_settings
 from ragcli.index.pipeline import build_index
-from ragcli.stores.folder import IndexStore
+from ragcli.stores.faiss_store import FaissStore
 
 CORPORA = Path(__file__).resolve().parents[2] / "corpora"
 RAG = Path(sys.executable).parent / "rag"
@@ -74,7 +74,7 @@ def _kill(proc: subprocess.Popen) -> None:
 
 
 def _files(index_dir: Path) -> frozenset[str]:
-    store = IndexStore.open(index_dir)
+    store = FaissStore.open(index_dir)
     try:
         return frozenset(store.files())
     finally:
@@ -83,7 +83,7 @@ def _files(index_dir: Path) -> frozenset[str]:
 
 def _check_consistent(index_dir: Path) -> frozenset[str]:
     """The index opens, its counts agree and a search returns stored chunks."""
-    store = IndexStore.open(index_dir)
+    store = FaissStore.open(index_dir)
     try:
         files = frozenset(store.files())
         n_chunks = store.count_chunks()
@@ -123,7 +123,7 @@ def _new_vectors(index_dir: Path, existing: set[str]) -> bool:
 
 
 def _generation(index_dir: Path) -> str:
-    store = IndexStore.open(index_dir)
+    store = FaissStore.open(index_dir)
     try:
         return store.generation()
     finally:
@@ -223,10 +223,10 @@ def test_second_writer_is_turned_away(setup):
     """A writer holds the index (here this process, mid-update, nothing committed): a
     `rag index` started meanwhile stops with one line and changes nothing."""
     docs, index_dir, before, env = setup
-    store = IndexStore.open(index_dir)
+    store = FaissStore.open(index_dir)
     info = store.info
     store.close()
-    with IndexStore.writer(index_dir, info) as writer:
+    with FaissStore.writer(index_dir, info) as writer:
         writer.remove_file(sorted(before)[0])  # staged, never committed
         second = subprocess.run(
             [str(RAG), "index", str(docs), "--index", str(index_dir)],

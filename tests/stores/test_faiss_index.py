@@ -13,12 +13,12 @@ import faiss
 import numpy as np
 import pytest
 
-from ragcli.bench.index_types import clustered_vectors
+from benchmarks.faiss_index_types import clustered_vectors
 from ragcli.errors import ConfigError
 from ragcli.records import Chunk, SourceFile
 from ragcli.stores.base import IndexInfo
 from ragcli.stores.faiss_index import AUTO, VectorIndex, check_index_type
-from ragcli.stores.folder import IndexStore
+from ragcli.stores.faiss_store import FaissStore
 
 from ..conftest import rag
 
@@ -31,7 +31,7 @@ def _info(spec: str) -> IndexInfo:
 
 def _write(root: Path, spec: str, add: dict[str, np.ndarray], remove: tuple[str, ...] = ()):
     """One writer session: drop files, add files (one chunk per vector), commit."""
-    with IndexStore.writer(root, _info(spec)) as writer:
+    with FaissStore.writer(root, _info(spec)) as writer:
         for name in remove:
             writer.remove_file(name)
         for name, vecs in add.items():
@@ -40,11 +40,11 @@ def _write(root: Path, spec: str, add: dict[str, np.ndarray], remove: tuple[str,
         writer.commit()
 
 
-def _ids_of(store: IndexStore, name: str) -> set[int]:
+def _ids_of(store: FaissStore, name: str) -> set[int]:
     return {c.id for c in store.all_chunks() if c.path == name}
 
 
-def _recall(store: IndexStore, vecs: np.ndarray, ids: np.ndarray, queries: np.ndarray) -> float:
+def _recall(store: FaissStore, vecs: np.ndarray, ids: np.ndarray, queries: np.ndarray) -> float:
     """recall@10 of the store's dense search against exact search over (ids, vecs)."""
     hits = 0
     for q in queries:
@@ -55,7 +55,7 @@ def _recall(store: IndexStore, vecs: np.ndarray, ids: np.ndarray, queries: np.nd
 
 def test_auto_is_flat_for_a_small_index(tmp_path: Path) -> None:
     _write(tmp_path, AUTO, {"a.md": clustered_vectors(300, seed=2)})
-    store = IndexStore.open(tmp_path)
+    store = FaissStore.open(tmp_path)
     assert (store.info.index_spec, store.info.index_type, store.info.search_params) == (
         "auto",
         "Flat",
@@ -67,7 +67,7 @@ def test_auto_is_flat_for_a_small_index(tmp_path: Path) -> None:
 def test_chosen_hnsw_is_recorded_used_and_survives_a_removal(tmp_path: Path) -> None:
     a, b = clustered_vectors(400, seed=3), clustered_vectors(400, seed=4)
     _write(tmp_path, "HNSW32", {"a.md": a, "b.md": b})
-    store = IndexStore.open(tmp_path)
+    store = FaissStore.open(tmp_path)
     assert (store.info.index_type, store.info.index_spec) == ("HNSW32", "HNSW32")
     assert store.info.search_params.startswith("efSearch=")
     assert isinstance(faiss.downcast_index(store.vectors._index.index), faiss.IndexHNSWFlat)
@@ -79,7 +79,7 @@ def test_chosen_hnsw_is_recorded_used_and_survives_a_removal(tmp_path: Path) -> 
     store.close()
 
     _write(tmp_path, "HNSW32", {}, remove=("a.md",))  # HNSW cannot remove: rebuilt
-    store = IndexStore.open(tmp_path)
+    store = FaissStore.open(tmp_path)
     assert len(store.vectors) == store.count_chunks() == 400
     assert store.info.index_type == "HNSW32"
     for q in a[:20]:
@@ -91,7 +91,7 @@ def test_ivf_keeps_chunk_ids_across_removals_and_additions(tmp_path: Path) -> No
     a, b, c = (clustered_vectors(400, seed=s) for s in (5, 6, 7))
     _write(tmp_path, "IVF16,Flat", {"a.md": a, "b.md": b})  # 800 >= 39 * 16: trained
     _write(tmp_path, "IVF16,Flat", {"c.md": c}, remove=("a.md",))
-    store = IndexStore.open(tmp_path)
+    store = FaissStore.open(tmp_path)
     assert store.info.index_type == "IVF16,Flat"
     assert store.info.search_params.startswith("nprobe=")
     assert faiss.try_extract_index_ivf(store.vectors._index) is not None
@@ -104,11 +104,11 @@ def test_ivf_keeps_chunk_ids_across_removals_and_additions(tmp_path: Path) -> No
 
 def test_too_few_vectors_to_train_wait_as_flat(tmp_path: Path) -> None:
     _write(tmp_path, "IVF64,Flat", {"a.md": clustered_vectors(200, seed=8)})  # < 39 * 64
-    store = IndexStore.open(tmp_path)
+    store = FaissStore.open(tmp_path)
     assert (store.info.index_type, store.info.index_spec) == ("Flat", "IVF64,Flat")
     store.close()
     _write(tmp_path, "IVF64,Flat", {"b.md": clustered_vectors(2600, seed=9)})
-    assert IndexStore.open(tmp_path).info.index_type == "IVF64,Flat"
+    assert FaissStore.open(tmp_path).info.index_type == "IVF64,Flat"
 
 
 def test_auto_switches_type_when_the_index_crosses_the_threshold() -> None:
@@ -174,7 +174,7 @@ def test_rag_index_records_and_uses_the_chosen_type(tmp_path: Path) -> None:
     index = tmp_path / "idx"
     res = rag("index", "--index", str(index), "--index-type", "HNSW32", "--json", str(docs))
     assert res.returncode == 0, res.stderr
-    store = IndexStore.open(index)
+    store = FaissStore.open(index)
     assert store.info.index_type == "HNSW32"
     assert store.info.search_params.startswith("efSearch=")
     res = rag("search", "--index", str(index), "--retriever", "dense", "--json", "cricket final")
@@ -185,10 +185,10 @@ def test_rag_index_records_and_uses_the_chosen_type(tmp_path: Path) -> None:
 def test_another_type_converts_the_index_without_reembedding(tmp_path: Path) -> None:
     a, b = clustered_vectors(300, seed=13), clustered_vectors(300, seed=14)
     _write(tmp_path, "HNSW32", {"a.md": a})
-    with IndexStore.writer(tmp_path, _info(AUTO)) as writer:
+    with FaissStore.writer(tmp_path, _info(AUTO)) as writer:
         assert writer.vectors.needs_finalize(writer.info)  # even with nothing else to do
     _write(tmp_path, AUTO, {"b.md": b})
-    store = IndexStore.open(tmp_path)
+    store = FaissStore.open(tmp_path)
     assert (store.info.index_type, store.info.index_spec) == ("Flat", "auto")
     a_ids = sorted(_ids_of(store, "a.md"))
     assert store.dense_search(a[42], 1)[0][0] == a_ids[42]  # a's vectors came across

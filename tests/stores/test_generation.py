@@ -7,7 +7,7 @@ import pytest
 
 from ragcli.config import load_settings
 from ragcli.index.pipeline import build_index
-from ragcli.stores.url import open_store
+from ragcli.stores.factory import open_store
 
 
 def _settings(kind: str, tmp_path):

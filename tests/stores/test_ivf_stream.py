@@ -9,7 +9,7 @@ import faiss
 import numpy as np
 import pytest
 
-from ragcli.bench.index_types import clustered_vectors
+from benchmarks.faiss_index_types import clustered_vectors
 from ragcli.stores import ivf_stream
 from ragcli.stores.base import IndexInfo
 from ragcli.stores.faiss_index import VectorIndex, _read_mapped

@@ -17,14 +17,14 @@ from ragcli.answer.retrieval import Retriever
 from ragcli.config import load_settings
 from ragcli.errors import ConfigError, IndexLockedError, IndexMismatchError, IndexMissingError
 from ragcli.index.pipeline import build_index
-from ragcli.stores.url import open_store
+from ragcli.stores.factory import open_store
 
 from ..conftest import CORPORA, ROOT
 
 pytest.importorskip("pymilvus", reason="needs the milvus extra: pip install 'ragcli[milvus]'")
 pytest.importorskip("milvus_lite", reason="needs the milvus extra: pip install 'ragcli[milvus]'")
 
-# The demo corpus questions (docs/BENCHMARKS.md, "20 questions written with it").
+# The demo corpus questions (corpora/questions.jsonl).
 QUESTIONS = [
     "Who won the 2023 Cricket World Cup?",
     "Who was player of the final in the 2023 World Cup?",
@@ -184,7 +184,7 @@ import os, sys
 from pathlib import Path
 from ragcli.config import load_settings
 from ragcli.index.pipeline import build_index
-from ragcli.stores import milvus as milvus_store
+from ragcli.stores import milvus_store
 
 if sys.argv[2] == "after-commit-point":
     # die after the state row names the new generation, before old rows go
@@ -266,7 +266,7 @@ def test_store_from_environment(tmp_path, monkeypatch):
 _HOLD = """
 import sys
 from ragcli.config import load_settings
-from ragcli.stores.url import open_store
+from ragcli.stores.factory import open_store
 store = open_store(load_settings({"store": sys.argv[1]}))
 print("open", flush=True)
 sys.stdin.read()
@@ -322,7 +322,7 @@ def test_faiss_path_does_not_import_pymilvus(corpus_index):
         """
         import sys
         from ragcli.config import load_settings
-        from ragcli.stores.url import open_store
+        from ragcli.stores.factory import open_store
         open_store(load_settings({"index_dir": sys.argv[1]})).close()
         assert "pymilvus" not in sys.modules and "milvus_lite" not in sys.modules
         """
@@ -360,7 +360,7 @@ _HOLD_WRITER = """
 import sys
 from ragcli.config import load_settings
 from ragcli.stores.base import IndexInfo
-from ragcli.stores.url import store_writer
+from ragcli.stores.factory import store_writer
 info = IndexInfo.for_build(
     "sentence-transformers/all-MiniLM-L6-v2", 384, 200, 40,
     embed_backend=sys.argv[2], embed_quantization=sys.argv[3],

@@ -16,7 +16,7 @@ import typer
 
 from ...errors import ExitCode
 from ...progress import Step
-from ..progress import progress_line, showing
+from ..progress_line import progress_line, showing
 
 QuestionSetArg = Annotated[Path, typer.Argument(help="Question set (JSONL, as for rag eval).")]
 

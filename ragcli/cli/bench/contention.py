@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ...bench import shown
-from ..errors import handle_errors
+from ...bench import help_numbers
+from ..failures import handle_errors
 from ..options import JsonOpt, ModelOpt, QuietOpt, settings
-from ..output import display_path, print_json, stdout_console
+from ..output import print_json, stdout_console
 from .common import status_line
 
 if TYPE_CHECKING:
-    from ...bench.contention import ContentionRun
+    from ...bench.busy_cpus import ContentionRun
 
 
 @handle_errors
@@ -28,19 +27,10 @@ def contention_command(
         typer.Option(
             "--quick",
             help=f"A functional check, not a measurement: a bare prompt of about "
-            f"{shown.QUICK_PROMPT_TOKENS} tokens, {shown.QUICK_MAX_TOKENS} decoded, "
+            f"{help_numbers.QUICK_PROMPT_TOKENS} tokens, {help_numbers.QUICK_MAX_TOKENS} decoded, "
             "one repetition.",
         ),
     ] = False,
-    markdown: Annotated[
-        Path | None,
-        typer.Option(
-            "--markdown",
-            help=f"Also write the table into the {shown.CONTENTION_MARK_START} section of this file "
-            "(added at its end when it has none).",
-            show_default=False,
-        ),
-    ] = None,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
@@ -51,23 +41,17 @@ def contention_command(
     import shlex
     import sys
 
-    from ...bench import contention
+    from ...bench import busy_cpus as contention
 
-    if markdown is not None:
-        contention.check_markdown(markdown)
     command = shlex.join(["rag", *sys.argv[1:]])
     with status_line(json_out, quiet) as say:
         run = contention.contention_bench(
             settings(model=model), 1 if quick else reps, quick, say, command
         )
-    if markdown is not None:
-        contention.write_markdown(run, markdown)
     if json_out:
         print_json(run.as_dict())
         return
     print_table(run)
-    if markdown is not None:
-        stdout_console().print(f"table written to {display_path(markdown)}")
 
 
 def print_table(run: ContentionRun) -> None:

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from ...errors import UsageError
-from ..errors import handle_errors
+from ..failures import handle_errors
 from ..options import JsonOpt, QuietOpt, settings
 from ..output import print_json, stdout_console
 from .common import status_line
@@ -33,7 +33,7 @@ def ingest_command(
     SentenceTransformer.encode, re-run time, fresh `rag search` start-up, memory."""
     from dataclasses import asdict
 
-    from ...bench.ingest import big_file_bench, ingest_bench
+    from ...bench.ingest_speed import big_file_bench, ingest_bench
 
     if not docs.is_dir():
         raise UsageError(f"{docs} is not a folder")

@@ -7,9 +7,9 @@ from typing import Annotated
 
 import typer
 
-from ...bench import shown
+from ...bench import help_numbers
 from ...errors import UsageError
-from ..errors import handle_errors, warn
+from ..failures import handle_errors, warn
 from ..options import JsonOpt, QuietOpt, settings
 from ..output import display_path, print_json, stdout_console
 from .common import status_line
@@ -63,8 +63,8 @@ def prefill_command(
         str,
         typer.Option(
             "--reps",
-            help=f"Repetitions per length, or auto: {shown.MIN_AUTO_REPS} and more until the "
-            f"spread is under {shown.SPREAD_LIMIT:.0%} (at most {shown.MAX_AUTO_REPS}).",
+            help=f"Repetitions per length, or auto: {help_numbers.MIN_AUTO_REPS} and more until the "
+            f"spread is under {help_numbers.SPREAD_LIMIT:.0%} (at most {help_numbers.MAX_AUTO_REPS}).",
         ),
     ] = "3",
     plot: Annotated[
@@ -73,19 +73,11 @@ def prefill_command(
             "--plot", help="Also draw the two-panel picture into this PNG.", show_default=False
         ),
     ] = None,
-    markdown: Annotated[
-        Path | None,
-        typer.Option(
-            "--markdown",
-            help=f"Also write the table into the {shown.PREFILL_MARK_START} section of this file.",
-            show_default=False,
-        ),
-    ] = None,
     replot: Annotated[
         Path | None,
         typer.Option(
             "--replot",
-            help="Measure nothing: redraw --plot and --markdown from the --json output of a "
+            help="Measure nothing: redraw --plot from the --json output of a "
             "run (fit and noise verdict worked out again from its repetitions).",
             show_default=False,
         ),
@@ -97,13 +89,11 @@ def prefill_command(
     import shlex
     import sys
 
-    from ...bench import prefill
+    from ...bench import prefill_cost as prefill
 
     n_reps = _reps(reps)
     if plot is not None:
         prefill.check_plotting()
-    if markdown is not None:
-        prefill.check_markdown(markdown)
     if replot is not None:
         run = prefill.PrefillRun.from_dict(read_json(replot))
     else:
@@ -112,8 +102,6 @@ def prefill_command(
             run = prefill.prefill_run(settings(), models or [], max_len, n_reps, say, command)
     if plot is not None:
         prefill.plot_prefill(run, plot)
-    if markdown is not None:
-        prefill.write_markdown(run, markdown, plot)
     for report in run.reports:
         if not report.verdict.ok:
             warn(f"{report.model}: {report.verdict.message}")
@@ -150,9 +138,8 @@ def prefill_command(
             f"load average {report.load_before:.2f} before, {report.load_max:.2f} at most"
         )
     console.print(
-        f"cached = restore the saved state of all but the last {shown.CACHED_SUFFIX} tokens, "
+        f"cached = restore the saved state of all but the last {help_numbers.CACHED_SUFFIX} tokens, "
         "then prefill those"
     )
-    for path, what in ((plot, "plot"), (markdown, "table")):
-        if path is not None:
-            console.print(f"{what} written to {display_path(path)}")
+    if plot is not None:
+        console.print(f"plot written to {display_path(plot)}")

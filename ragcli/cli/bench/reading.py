@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from ..errors import handle_errors
+from ..failures import handle_errors
 from ..options import IndexOpt, JsonOpt, ModelOpt, QuietOpt, settings
 from ..output import print_json, stdout_console
 from .common import QuestionSetArg, exit_on_mismatch, status_line
@@ -26,7 +26,7 @@ def reading_command(
 ) -> None:
     """Time to first token of new questions: whole prompt, reading cache cold, warm."""
     from ...answer.evaluation import load_questions
-    from ...bench.reading import MODES, measure
+    from ...bench.first_token import MODES, measure
 
     items = load_questions(questions)[:limit]
     s = settings(index_dir=index, model=model)

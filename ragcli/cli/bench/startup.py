@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from ..errors import handle_errors
+from ..failures import handle_errors
 from ..options import IndexOpt, JsonOpt, settings
 from ..output import print_json, stdout_console
 
@@ -37,7 +37,7 @@ def startup_command(
     (medians)."""
     from dataclasses import asdict
 
-    from ...bench.startup import startup_bench
+    from ...bench.startup_time import startup_bench
 
     rows = startup_bench(
         settings(index_dir=index).index_dir, question, runs, against, served=not no_served

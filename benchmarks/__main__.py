@@ -1,0 +1,21 @@
+"""`python -m benchmarks COMMAND`: the lab's measurements that take a question set or
+an index (the set generators and the fit are modules run with ``python -m``)."""
+
+from __future__ import annotations
+
+import typer
+
+from . import answer_cache_threshold, faiss_index_types, models_side_by_side, prefix_cache_workload
+
+app = typer.Typer(
+    help="The team's measurements (not installed with ragcli).",
+    no_args_is_help=True,
+    add_completion=False,
+)
+app.command("models")(models_side_by_side.models_command)
+app.command("workload")(prefix_cache_workload.workload_command)
+app.command("semcache")(answer_cache_threshold.semcache_command)
+app.command("index-types")(faiss_index_types.index_types_command)
+
+if __name__ == "__main__":
+    app(prog_name="python -m benchmarks")
