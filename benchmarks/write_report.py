@@ -45,17 +45,24 @@ def prefill_markdown(run: PrefillRun, plot: Path | None = None) -> str:
             f"{r.load_max:.2f} at most, {r.load_after:.2f} after): {r.verdict.message}.",
             "",
             "| L | cold ms (min-max) | cold tok/s | cold ms/tok | bare ms (min-max) | "
-            "overhead | cached ms (min-max) | reps | largest term |",
-            "|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+            "overhead | cached ms (min-max) | reading cache ms (min-max) | reused / read "
+            "tokens | reps | largest term |",
+            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
         ]
         for row in r.rows:
-            c, b, k = row.cold, row.bare, row.cached
+            c, b, k, g = row.cold, row.bare, row.cached, row.reading
+            reading = "- | -"
+            if g is not None:
+                reading = (
+                    f"{g.ms:,.0f} ({g.min_ms:,.0f}-{g.max_ms:,.0f}) | "
+                    f"{row.reading_reused_tokens} / {row.reading_read_tokens}"
+                )
             out.append(
                 f"| {row.tokens} | {c.ms:,.0f} ({c.min_ms:,.0f}-{c.max_ms:,.0f}) | "
                 f"{c.tok_s:,.0f} | {c.ms_per_token:.2f} | "
                 f"{b.ms:,.0f} ({b.min_ms:,.0f}-{b.max_ms:,.0f}) | {row.overhead_pct:+.1f} % | "
-                f"{k.ms:,.0f} ({k.min_ms:,.0f}-{k.max_ms:,.0f}) | {len(c.samples_ms)} | "
-                f"{row.dominant} |"
+                f"{k.ms:,.0f} ({k.min_ms:,.0f}-{k.max_ms:,.0f}) | {reading} | "
+                f"{len(c.samples_ms)} | {row.dominant} |"
             )
         out += [
             "",

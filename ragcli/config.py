@@ -21,6 +21,8 @@ DEFAULT_EMBED_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 RETRIEVERS = ("dense", "bm25", "hybrid")  # see docs/BENCHMARKS.md
 # How passages are embedded: ONNX Runtime (int8 or fp32 weights) or torch (the fallback).
 EMBED_BACKENDS = ("onnx-int8", "onnx-fp32", "torch")
+# The type llama.cpp keeps keys and values in; q8_0 needs its flash-attention kernels.
+KV_TYPES = ("f16", "q8_0")
 # int8: it indexes 2-3x faster than fp32 with the same retrieval on dev (hit@4, MRR and context
 # recall equal) and on the near-topic set, and dev answers within one question of fp32
 # (docs/BENCHMARKS.md, "Embeddings on ONNX Runtime"). An fp32 index keeps its own.
@@ -40,6 +42,7 @@ ANSWER_SETTINGS = (
     "check_answers",
     "min_answerable",
     "reading_cache",
+    "kv_type",
 )
 
 
@@ -200,6 +203,15 @@ class Settings:
             env="RAG_READING_CACHE",
         ),
     )
+    kv_type: str = field(
+        default="f16",
+        metadata=doc(
+            f"{one_of(tuple(f'`{t}`' for t in KV_TYPES))}: how llama.cpp keeps the keys and "
+            "values, in memory and in the prompt and reading caches; `q8_0` about halves "
+            "them (with flash attention).",
+            env="RAG_KV_TYPE",
+        ),
+    )
     reading_cache_max_bytes: int = field(
         default=4 << 30,
         metadata=doc("Bound of the reading cache, 4 GiB; least recently used out first."),
@@ -306,6 +318,8 @@ class Settings:
             raise ConfigError(
                 f"setting retriever must be {one_of(RETRIEVERS)}, not {self.retriever!r}"
             )
+        if self.kv_type not in KV_TYPES:
+            raise ConfigError(f"setting kv_type must be {one_of(KV_TYPES)}, not {self.kv_type!r}")
         if self.embed_backend is not None and self.embed_backend not in EMBED_BACKENDS:
             raise ConfigError(
                 f"setting embed_backend must be {one_of(EMBED_BACKENDS)}, not {self.embed_backend!r}"

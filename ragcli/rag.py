@@ -10,7 +10,7 @@ reads the newest commit of `rag index`, whole, however long the reader has lived
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -104,12 +104,20 @@ class Rag:
             asker = self._answering(preload=not retrieval_only)
             return evaluate(asker, list(items), progress, retrieval_only)
 
-    def warm(self, progress: OnStep | None = None) -> WarmReport:
-        """Read every passage into the reading cache (`rag index --warm`)."""
+    def warm(
+        self,
+        progress: OnStep | None = None,
+        *,
+        first: Iterable[int] = (),
+        seen: set[int] | None = None,
+        stop: Callable[[], bool] | None = None,
+    ) -> WarmReport:
+        """Read the passages into the reading cache (`rag index --warm`; `rag serve` when
+        idle): ``first`` before the others, none of ``seen``, until ``stop()`` says so."""
         from .answer.warming import warm
 
         with self._lock:
-            return warm(self._answering(preload=True), progress)
+            return warm(self._answering(preload=True), progress, first, seen, stop)
 
     def load(self) -> None:
         """Load the model and the query encoder now, so a broken one fails here."""

@@ -1,14 +1,18 @@
-"""`rag index --warm`: read every passage once into the reading cache.
+"""`rag index --warm`, and `rag serve` while it waits: read passages into the reading cache.
 
 Each passage is cut into the sentences the model may be shown (answer/focus.py), and each
 sentence the reading cache lacks is encoded apart and kept (llm/reading_cache.py). A
 question about warmed passages then reads only itself. Pieces are written one by one, so
-an interrupted warm keeps what it did and the next one goes on from there.
+an interrupted warm keeps what it did and the next one goes on from there. A server warms
+between requests: the passages its questions retrieved most first, and it stops at the
+next passage's edge when a request comes.
 """
 
 from __future__ import annotations
 
+import itertools
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -28,6 +32,7 @@ class WarmReport:
     sentences: int = 0
     tokens_encoded: int = 0  # 0 when the cache held every sentence already
     seconds: float = 0.0
+    complete: bool = True  # False: stopped before the last passage
 
     @property
     def tokens_per_s(self) -> float:
@@ -40,8 +45,18 @@ def check_on(settings: Settings) -> None:
         raise UsageError("the reading cache is off: set reading_cache = true to warm it")
 
 
-def warm(asker: Asker, progress: OnStep | None = None) -> WarmReport:
-    """Encode the sentences of every passage of the index that the reading cache lacks."""
+def warm(
+    asker: Asker,
+    progress: OnStep | None = None,
+    first: Iterable[int] = (),
+    seen: set[int] | None = None,
+    stop: Callable[[], bool] | None = None,
+) -> WarmReport:
+    """Encode the sentences of every passage of the index that the reading cache lacks.
+
+    ``first``: passage ids to read before the rest, in that order. ``seen``: ids read
+    before (skipped); the ids read now are added to it. ``stop``: asked before each
+    passage; True ends the warm there (``complete`` False)."""
     check_on(asker.settings)
     engine = asker.engine
     encode = getattr(engine, "warm", None)
@@ -50,8 +65,18 @@ def warm(asker: Asker, progress: OnStep | None = None) -> WarmReport:
     store = asker.retriever.store
     total = store.count_chunks()
     report = WarmReport()
+    seen = set() if seen is None else seen
+    first = [i for i in first if i not in seen]
+    found_first = store.chunks(first)
     t0 = time.perf_counter()
-    for chunk in store.all_chunks():
+    ordered = (found_first[i] for i in first if i in found_first)
+    for chunk in itertools.chain(ordered, store.all_chunks()):
+        if chunk.id in seen:
+            continue
+        if stop is not None and stop():
+            report.complete = False
+            break
+        seen.add(chunk.id)
         found = readable(chunk)
         report.passages += 1
         report.sentences += len(found)

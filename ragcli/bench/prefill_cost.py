@@ -19,7 +19,9 @@ from __future__ import annotations
 import ctypes
 import itertools
 import os
+import re
 import statistics
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -33,11 +35,15 @@ from ..errors import ModelError, UsageError
 from .help_numbers import CACHED_SUFFIX, MAX_AUTO_REPS, MIN_AUTO_REPS, SPREAD_LIMIT
 
 if TYPE_CHECKING:
+    from ..llm.base import Prompt
     from ..llm.llama import LlamaEngine
 
 MIN_LENGTH = 64
 CTX_MARGIN = 16  # the context holds the longest prompt and this many positions more
 SERIES = ("cold", "bare", "cached")
+# With the reading cache warm: the prompt's sentences loaded and moved into place, only the
+# question read. Not judged for noise or growth: loading is file reads, not arithmetic.
+READING = "reading"
 MONOTONE_SERIES = ("cold", "bare")  # cached is mostly a state load: flat by design
 TERMS = ("fixed", "weights", "attention")  # a, b·L, c·L²
 
@@ -86,13 +92,16 @@ class PrefillRow:
     cached_load_ms: float
     cached_prefix_tokens: int
     dominant: str = ""  # the fit's largest term at this length
+    reading: Stat | None = None  # every sentence from the reading cache (none: not measured)
+    reading_reused_tokens: int = 0  # of the prompt's tokens: from the reading cache
+    reading_read_tokens: int = 0  # read: the question and the text around the context
 
     @property
     def overhead_pct(self) -> float:
         """What ragcli's batch filling adds over bare llama_decode."""
         return (self.cold.ms / self.bare.ms - 1) * 100 if self.bare.ms > 0 else 0.0
 
-    def series(self, name: str) -> Stat:
+    def series(self, name: str) -> Stat | None:
         return getattr(self, name)
 
 
@@ -270,6 +279,11 @@ class PrefillRun:
                         *(Stat(row[name]["samples_ms"], row["tokens"]) for name in SERIES),
                         row["cached_load_ms"],
                         row["cached_prefix_tokens"],
+                        reading=Stat(row[READING]["samples_ms"], row["tokens"])
+                        if row.get(READING)
+                        else None,
+                        reading_reused_tokens=row.get("reading_reused_tokens", 0),
+                        reading_read_tokens=row.get("reading_read_tokens", 0),
                     )
                     for row in r["rows"]
                 ]
@@ -394,13 +408,57 @@ def _bare_prefill(engine: LlamaEngine, arr: ctypes.Array, n: int) -> float:
     return ms
 
 
+def reading_prompt(engine: LlamaEngine, n: int) -> tuple[Prompt, int]:
+    """A prompt of about ``n`` tokens laid out as `rag ask` lays out its context: a short
+    head, sentences of real text as pieces (each read apart), and a question of about
+    ``CACHED_SUFFIX`` tokens; and the head's length in tokens."""
+    from ..llm.base import Prompt
+
+    def count(text: str) -> int:
+        return len(engine.llm.tokenize(text.encode("utf-8"), add_bos=False, special=False))
+
+    head = "Answer the question from the context only.\n\nContext:"
+    words = sample_text().split()
+    question, k = "\n\nQuestion:", 0
+    while count(question) < CACHED_SUFFIX:
+        question += " " + words[k % len(words)]
+        k += 1
+    sentences = [" " + t.strip() for t in re.split(r"(?<=[.!?])\s+", " ".join(words)) if t.strip()]
+    budget = n - count(head) - count(question) - 1
+    pieces: list[str] = []
+    while budget > 0:
+        piece = sentences[len(pieces) % len(sentences)]
+        words = piece.split()
+        while len(words) > 1 and count(" " + " ".join(words)) > budget:
+            words = words[: len(words) * 3 // 4]  # the last piece is cut to what is left
+        piece = " " + " ".join(words)
+        pieces.append(piece)
+        budget -= count(piece)
+    prompt = Prompt((head, "".join(pieces), question), (), pieces=tuple(pieces))
+    return prompt, count(head) + 1
+
+
+def _reading(reader: LlamaEngine, prompt: Prompt, head: int) -> tuple[float, int, int]:
+    """ms to place every sentence from the reading cache and read the rest, with the
+    head live as between two questions; tokens reused and tokens read."""
+    reader.trim(head)
+    t = reader.generate(prompt, max_tokens=1).timings
+    return t.reading_ms + t.prefill_ms, t.reading_tokens, t.prefill_tokens
+
+
 def _measure_length(
-    engine: LlamaEngine, tokens: list[int], arr: ctypes.Array, n: int, reps: int | None
+    engine: LlamaEngine,
+    tokens: list[int],
+    arr: ctypes.Array,
+    n: int,
+    reps: int | None,
+    reader: LlamaEngine | None = None,
 ) -> PrefillRow:
-    """Repeat the three ways at one length, rotating their order every round.
+    """Repeat the ways at one length, rotating their order every round.
 
     ``reps=None`` (auto): at least 3 rounds, then more until every series' spread is
-    under the limit or 9 rounds have run.
+    under the limit or 9 rounds have run. ``reader``: an engine with a reading cache,
+    for the reading series.
     """
     prefix, suffix = tokens[: n - CACHED_SUFFIX], tokens[n - CACHED_SUFFIX : n]
     engine.trim(0)
@@ -427,6 +485,18 @@ def _measure_length(
         samples["cached"].append((time.perf_counter() - t0) * 1000)
 
     ways = [cold, bare, cached]
+    reused = read = 0
+    if reader is not None:
+        prompt, head = reading_prompt(reader, n)
+        reader.warm(prompt)
+        samples[READING] = []
+
+        def reading() -> None:
+            nonlocal reused, read
+            ms, reused, read = _reading(reader, prompt, head)
+            samples[READING].append(ms)
+
+        ways.append(reading)
     target, cap = (reps, reps) if reps else (MIN_AUTO_REPS, MAX_AUTO_REPS)
     done = 0
     while done < cap:
@@ -442,6 +512,9 @@ def _measure_length(
         Stat(samples["cached"], n),
         statistics.median(loads),
         len(prefix),
+        reading=Stat(samples[READING], n) if reader is not None else None,
+        reading_reused_tokens=reused,
+        reading_read_tokens=read,
     )
 
 
@@ -450,8 +523,10 @@ def prefill_sweep(
     max_len: int = 2048,
     reps: int | None = 3,
     progress: Callable[[str], None] | None = None,
+    reading: bool = True,
 ) -> PrefillReport:
-    """Time prefill of growing prompts for the settings' model (``reps=None``: auto)."""
+    """Time prefill of growing prompts for the settings' model (``reps=None``: auto);
+    ``reading``: the reading-cache series too."""
     import llama_cpp
 
     from ..llm.llama import LlamaEngine
@@ -472,7 +547,17 @@ def prefill_sweep(
         repack=settings.repack_weights,
         adaptive_threads=settings.adaptive_threads,
     )
+    folder = tempfile.TemporaryDirectory(prefix="rag-bench-reading-")
+    reader = None
     try:
+        if reading:  # a second context on the same mapped weights, its own reading cache
+            from ..llm.reading_cache import ReadingCache
+
+            reader = LlamaEngine(
+                model, n_ctx, settings.n_batch, settings.threads,
+                repack=settings.repack_weights, adaptive_threads=settings.adaptive_threads,
+                reading=ReadingCache(Path(folder.name), 1 << 40), kv_type=settings.kv_type,
+            )  # fmt: skip
         lengths = sweep_lengths(max_len, engine.n_ctx)
         tokens = bench_tokens(engine, lengths[-1])
         arr = (llama_cpp.llama_token * len(tokens))(*tokens)
@@ -481,7 +566,7 @@ def prefill_sweep(
         for n in lengths:
             if progress:
                 progress(f"{label}: {n} tokens")
-            rows.append(_measure_length(engine, tokens, arr, n, reps))
+            rows.append(_measure_length(engine, tokens, arr, n, reps, reader))
             loads.append(_load())
         fit = fit_prefill(lengths, [r.cold.ms for r in rows])
         for row in rows:
@@ -502,6 +587,9 @@ def prefill_sweep(
         )
     finally:
         engine.close()
+        if reader is not None:
+            reader.close()
+        folder.cleanup()
 
 
 def prefill_run(
@@ -511,6 +599,7 @@ def prefill_run(
     reps: int | None = 3,
     progress: Callable[[str], None] | None = None,
     command: str = "",
+    reading: bool = True,
 ) -> PrefillRun:
     """One sweep per model, one after the other, in one process and one record."""
     import dataclasses
@@ -518,7 +607,7 @@ def prefill_run(
     started = datetime.now(UTC)
     t0 = time.perf_counter()
     reports = [
-        prefill_sweep(dataclasses.replace(settings, model=m), max_len, reps, progress)
+        prefill_sweep(dataclasses.replace(settings, model=m), max_len, reps, progress, reading)
         for m in (models or [settings.model])
     ]
     return PrefillRun(
@@ -555,6 +644,7 @@ def plot_prefill(run: PrefillRun, path: Path) -> Path:
         "cold": ("o", "-", "cold (ragcli engine)"),
         "bare": ("s", "--", "bare llama_decode"),
         "cached": ("^", ":", f"cached prefix + last {CACHED_SUFFIX}"),
+        READING: ("D", "-.", f"reading cache: sentences placed + last {CACHED_SUFFIX}"),
     }
     colours = plt.get_cmap("tab10").colors
     fig, (ax_ms, ax_tok) = plt.subplots(1, 2, figsize=(13, 7))
@@ -571,6 +661,8 @@ def plot_prefill(run: PrefillRun, path: Path) -> Path:
         )
         for name, (marker, style, label) in styles.items():
             stats = [r.series(name) for r in report.rows]
+            if any(st is None for st in stats):
+                continue
             med = np.array([s.ms for s in stats])
             err = np.array([[s.ms - s.min_ms for s in stats], [s.max_ms - s.ms for s in stats]])
             for ax, scale in ((ax_ms, 1.0), (ax_tok, x)):

@@ -168,6 +168,7 @@ class StatefulEngine(Protocol):
     model: Any  # has .name and .digest (sha256 of the model file)
     n_ctx: int
     n_batch: int
+    kv_type: str  # f16 or q8_0: a state of one type cannot be loaded into the other
 
     def save_state(self) -> bytes: ...
 

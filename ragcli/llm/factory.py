@@ -39,6 +39,7 @@ def open_engine(settings: Settings, model: GenerationModel | None = None) -> Eng
         repack=s.repack_weights,
         adaptive_threads=s.adaptive_threads,
         reading=reading,
+        kv_type=s.kv_type,
     )
     if s.copy_answers:
         engine.start_vocabulary()

@@ -66,7 +66,7 @@ def engine_fingerprint(engine: StatefulEngine) -> str:
         "system": llama_cpp.llama_print_system_info().decode("utf-8", "replace"),
         "n_ctx": engine.n_ctx,
         "n_batch": engine.n_batch,
-        "kv_type": "f16",
+        "kv_type": engine.kv_type,
         "swa_full": True,
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()

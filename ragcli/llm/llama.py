@@ -72,16 +72,21 @@ class LlamaEngine:
         repack: bool = False,
         adaptive_threads: bool = True,
         reading: ReadingCache | None = None,
+        kv_type: str = "f16",
     ) -> None:
         """``n_threads`` 0: one per physical core. ``adaptive_threads``: use only the cores
         other processes leave free, judged again every quarter second or so (llm/threads.py).
-        ``reading``: encode a prompt's sentences apart and keep them (llm/reading_cache.py)."""
+        ``reading``: encode a prompt's sentences apart and keep them (llm/reading_cache.py).
+        ``kv_type``: ``f16`` or ``q8_0`` keys and values (q8_0 values need flash attention)."""
         import llama_cpp
 
         self._lib = llama_cpp
         self.model = model
         self.cache = cache
         self.reading = reading
+        self.kv_type = kv_type
+        quantized = {"f16": {}, "q8_0": {"type_k": llama_cpp.GGML_TYPE_Q8_0,
+                     "type_v": llama_cpp.GGML_TYPE_Q8_0, "flash_attn": True}}[kv_type]  # fmt: skip
         threads = n_threads or physical_cores()
         # The sampler's first window starts now and covers the load.
         self._governor = ThreadGovernor(threads) if adaptive_threads and threads > 1 else None
@@ -108,6 +113,7 @@ class LlamaEngine:
                     # Sliding-window layers (Gemma 3) drop old positions unless the
                     # full cache is kept, and then a prefix cannot be trimmed and reused.
                     swa_full=True,
+                    **quantized,
                 )
         except (ValueError, RuntimeError) as exc:
             raise ModelError(f"cannot load model {model.path}: {exc}") from None

@@ -5,10 +5,15 @@ a bounded queue.
 One thread because there is one model and one llama.cpp context: two questions at once
 would only share the same cores. Every search reads the index's newest commit, so a
 commit by `rag index` is seen by the next request.
+
+With the reading cache on, the worker reads passages into it while no request waits (the
+ones questions retrieved most first), a passage at a time, so a request that comes waits
+for one passage at most.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import Counter
@@ -19,11 +24,16 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..config import Settings
 from ..embed.memo import MEMO_VECTORS
+from ..errors import RagError
+from ..log import LOGGER
 
 if TYPE_CHECKING:
     from ..rag import Rag
 
 T = TypeVar("T")
+
+IDLE_S = 2.0  # no request for this long: the worker may read passages into the reading cache
+RECHECK_S = 30.0  # every passage read: look this often for passages a commit added
 
 
 class Busy(Exception):
@@ -55,6 +65,9 @@ class Stats:
     cancelled: int = 0
     # every answer's timings.cache_source: live, disk, none (no reuse or no model call), ...
     cache_sources: Counter = field(default_factory=Counter)
+    warmed_passages: int = 0  # read into the reading cache while idle
+    warmed_tokens: int = 0
+    warm_complete: bool = False  # every passage of the index read, at the last look
 
 
 class Service:
@@ -70,11 +83,20 @@ class Service:
         self._pending = 0  # accepted and not finished: running + waiting
         self._lock = threading.Lock()
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rag-serve")
+        self._retrieved: Counter[int] = Counter()  # passage id -> questions that found it
+        self._warmed: set[int] = set()
+        self._warming = False
+        self._last_busy = time.monotonic()  # when the last request ended (or warming did)
+        self._closing = threading.Event()
+        self._idle = threading.Thread(target=self._idle_loop, name="rag-idle", daemon=True)
 
     # -- life ------------------------------------------------------------
     def start(self) -> None:
         """Open the index and load both models now, so a broken model fails start-up."""
         self._worker.submit(self._open).result()
+        s = self.settings
+        if s.reading_cache and s.use_cache and not s.llm_url:
+            self._idle.start()
 
     def _open(self) -> None:
         from ..rag import Rag
@@ -95,6 +117,9 @@ class Service:
 
     def close(self) -> None:
         """Finish what is queued, then release the models and the index."""
+        self._closing.set()
+        if self._idle.is_alive():
+            self._idle.join()
         if self._rag is not None:
             self._worker.submit(self._rag.close).result()
             self._rag = None
@@ -142,6 +167,44 @@ class Service:
         finally:
             with self._lock:
                 self._pending -= 1
+                self._last_busy = time.monotonic()
+
+    # -- idle time -------------------------------------------------------
+    def _idle_loop(self) -> None:
+        """Hand the worker a warm when nothing has waited for ``IDLE_S``."""
+        last_look = 0.0
+        while not self._closing.wait(IDLE_S / 4):
+            now = time.monotonic()
+            with self._lock:
+                quiet = not self._pending and not self._warming
+                quiet = quiet and now - self._last_busy >= IDLE_S
+                due = not self.stats.warm_complete or now - last_look >= RECHECK_S
+                if not (quiet and due):
+                    continue
+                self._warming = True
+            last_look = now
+            self._worker.submit(self._warm_idle)
+
+    def _warm_idle(self) -> None:
+        """On the worker: read passages until a request comes or none is left."""
+        try:
+            if self._rag is None or self._closing.is_set():
+                return
+            report = self._rag.warm(
+                first=[i for i, _ in self._retrieved.most_common()],
+                seen=self._warmed,
+                stop=lambda: self._pending > 0 or self._closing.is_set(),
+            )
+            self.stats.warmed_passages += report.passages
+            self.stats.warmed_tokens += report.tokens_encoded
+            self.stats.warm_complete = report.complete
+        except RagError as exc:  # e.g. no room left on the disk: answering goes on
+            logging.getLogger(LOGGER).warning("reading cache not warmed: %s", exc)
+            self.stats.warm_complete = True  # tried again after RECHECK_S
+        finally:
+            with self._lock:
+                self._warming = False
+                self._last_busy = time.monotonic()
 
     # -- the work --------------------------------------------------------
     def ask(self, question: str) -> Callable[[Rag, Job], dict[str, Any]]:
@@ -153,13 +216,15 @@ class Service:
                     raise Gone
 
             try:
-                out = rag.ask(question, on_text=on_text).as_dict()
+                answer = rag.ask(question, on_text=on_text)
+                out = answer.as_dict()
             except Gone:
                 self.stats.cancelled += 1
                 raise
             except Exception:
                 self.stats.errors += 1
                 raise
+            self._retrieved.update(h.chunk.id for h in answer.sources)
             self.stats.questions += 1
             self.stats.answered += bool(out.get("answered"))
             self.stats.cache_sources[str(out.get("timings", {}).get("cache_source"))] += 1
@@ -176,6 +241,7 @@ class Service:
             except Exception:
                 self.stats.errors += 1
                 raise
+            self._retrieved.update(h.chunk.id for h in result.hits)
             self.stats.searches += 1
             return result.as_dict()
 
@@ -200,5 +266,10 @@ class Service:
             "model": self.model,
             "index_generation": self.generation,
             "index_reloads": self._rag.commits_followed if self._rag else 0,
+            "reading_cache_warmed": {
+                "passages": s.warmed_passages,
+                "tokens": s.warmed_tokens,
+                "complete": s.warm_complete,
+            },
             "uptime_s": round(time.time() - s.started, 1),
         }

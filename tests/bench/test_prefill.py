@@ -14,6 +14,7 @@ from benchmarks import write_report
 from ragcli.bench.prefill_cost import (
     SPREAD_LIMIT,
     PrefillRow,
+    PrefillRun,
     Stat,
     fit_prefill,
     judge,
@@ -151,11 +152,16 @@ def test_command_writes_json_and_picture_from_one_run(tmp_path: Path):
     (report,) = run["reports"]
     assert [r["tokens"] for r in report["rows"]] == [64, 128, 256]
     for row in report["rows"]:
-        for name in ("cold", "bare", "cached"):
+        for name in ("cold", "bare", "cached", "reading"):
             s = row[name]
             assert len(s["samples_ms"]) == 2
             assert 0 < s["min_ms"] <= s["ms"] <= s["max_ms"]
         assert row["dominant"]
+        # Warm, every sentence is placed from the reading cache and only the question read.
+        assert row["reading_reused_tokens"] > 0 and row["reading_read_tokens"] > 0
+        assert row["reading_reused_tokens"] + row["reading_read_tokens"] <= row["tokens"] + 2
+    longest = report["rows"][-1]
+    assert longest["reading_reused_tokens"] >= longest["tokens"] / 2
     fit = report["fit"]
     assert min(fit["a"], fit["b"], fit["c"]) >= 0 and "r2" in fit and "l_star" in fit
     assert set(report["verdict"]) == {"ok", "spread_limit", "problems", "message"}
@@ -166,6 +172,10 @@ def test_command_writes_json_and_picture_from_one_run(tmp_path: Path):
     # The section and the picture again from the run's JSON, without measuring.
     saved = tmp_path / "run.json"
     saved.write_text(out.stdout)
+    older = json.loads(out.stdout)  # a run from before the reading series still redraws
+    for row in older["reports"][0]["rows"]:
+        del row["reading"], row["reading_reused_tokens"], row["reading_read_tokens"]
+    assert all(r.reading is None for r in PrefillRun.from_dict(older).reports[0].rows)
     write_report.main(["prefill", str(saved), str(_doc(tmp_path)), "--plot", str(png)])
     text = (tmp_path / "BENCH.md").read_text()
     assert text.startswith("# Bench\n\nbefore\n") and text.endswith("after\n")

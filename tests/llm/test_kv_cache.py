@@ -189,3 +189,29 @@ def test_a_follow_up_reuses_the_live_state_without_the_disk_cache(engine):
     assert follow.timings.cache_source == "live"
     assert follow.timings.cached_tokens >= follow.timings.prompt_tokens - 40
     assert engine.cache.stats().files == 0  # and nothing was written to disk
+
+
+def test_q8_0_keys_and_values_answer_from_their_own_cache_at_about_half_the_size(tmp_path):
+    """kv_type q8_0: its states are about half an f16 state, never mixed with f16 ones (the
+    type is in the fingerprint), and its own cache changes no answer."""
+    model = _models(tmp_path / "models")[0]
+    cache = PrefixCache(tmp_path / "kv")
+    prompt = None
+    sizes, fingerprints = {}, {}
+    for kv_type in ("f16", "q8_0"):
+        eng = LlamaEngine(model, n_ctx=2048, n_batch=256, cache=cache, kv_type=kv_type)
+        try:
+            prompt = _prompt(eng, QUESTIONS[0], PASSAGES)
+            cold = eng.generate(prompt, 24, use_cache=False).text
+            eng.trim(0)
+            eng.generate(prompt, 24)  # states saved at the instructions and the passages
+            eng.trim(0)
+            again = eng.generate(prompt, 24)
+            assert again.timings.cache_source == "disk" and again.text == cold
+            sizes[kv_type] = len(eng.save_state())
+            fingerprints[kv_type] = engine_fingerprint(eng)
+        finally:
+            eng.close()
+    assert fingerprints["f16"] != fingerprints["q8_0"]
+    assert 0.45 < sizes["q8_0"] / sizes["f16"] < 0.6
+    assert len(list(cache.root.glob("*.kv"))) == 4  # each type its own two states

@@ -82,10 +82,18 @@ def prefill_command(
             show_default=False,
         ),
     ] = None,
+    no_reading: Annotated[
+        bool,
+        typer.Option(
+            "--no-reading",
+            help="Leave out the reading-cache series (every sentence placed from the cache).",
+        ),
+    ] = False,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
-    """Time prefill at 64, 128, 256, ... tokens: cold, bare llama_decode, cached prefix."""
+    """Time prefill at 64, 128, 256, ... tokens: cold, bare llama_decode, cached prefix, and
+    the sentences placed from a warm reading cache."""
     import shlex
     import sys
 
@@ -99,7 +107,9 @@ def prefill_command(
     else:
         command = shlex.join(["rag", *sys.argv[1:]])
         with status_line(json_out, quiet) as say:
-            run = prefill.prefill_run(settings(), models or [], max_len, n_reps, say, command)
+            run = prefill.prefill_run(
+                settings(), models or [], max_len, n_reps, say, command, not no_reading
+            )
     if plot is not None:
         prefill.plot_prefill(run, plot)
     for report in run.reports:
@@ -120,12 +130,14 @@ def prefill_command(
             f"{report.n_threads} threads, reps {report.reps}; median, min-max)"
         )
         for col in ("L", "cold ms", "cold\ntok/s", "cold\nms/tok", "bare ms", "over-\nhead",
-                    "cached ms", "largest term"):  # fmt: skip
+                    "cached ms", "reading\ncache ms", "reused /\nread tok", "largest term"):  # fmt: skip
             table.add_column(col, justify="left" if col == "largest term" else "right")
         for r in report.rows:
+            reading = (_cell(r.reading), f"{r.reading_reused_tokens} / {r.reading_read_tokens}")
             table.add_row(
                 str(r.tokens), _cell(r.cold), f"{r.cold.tok_s:,.0f}", f"{r.cold.ms_per_token:.2f}",
-                _cell(r.bare), f"{r.overhead_pct:+.0f}%", _cell(r.cached), r.dominant,
+                _cell(r.bare), f"{r.overhead_pct:+.0f}%", _cell(r.cached),
+                *(reading if r.reading else ("-", "-")), r.dominant,
             )  # fmt: skip
         console.print(table)
         f = report.fit
@@ -139,7 +151,8 @@ def prefill_command(
         )
     console.print(
         f"cached = restore the saved state of all but the last {help_numbers.CACHED_SUFFIX} tokens, "
-        "then prefill those"
+        "then prefill those; reading cache = place every sentence's saved state, then read "
+        "the question"
     )
     if plot is not None:
         console.print(f"plot written to {display_path(plot)}")
