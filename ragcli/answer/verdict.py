@@ -69,6 +69,30 @@ def numbers_named(question: str, evidence: Sequence[str]) -> bool:
     return all(re.search(rf"(?<![\w.]){re.escape(n)}(?![\w]|\.\d)", shown) for n in asked)
 
 
+# A name from code: with an underscore in it (relay_domains, __next__, PyRun_SimpleString)
+# or dotted between words (str.split, concurrent.futures.ThreadPoolExecutor), a call's
+# brackets aside. A file's name (requirements.txt, main.cf) says where, not what is asked.
+_CODE_NAME = re.compile(
+    r"(?<![\w.])(?:\w*[A-Za-z]\w*_\w*|_\w+|[A-Za-z_]\w+(?:\.[A-Za-z_]\w+)+)(?:\(\))?(?![\w])"
+)
+_FILE_SUFFIX = re.compile(
+    r"\.(?:txt|cf|cfg|conf|ini|toml|json|ya?ml|py|pyc|md|rst|html?|sh|c|h|db|log)$", re.I
+)
+
+
+def code_names_named(question: str, evidence: Sequence[str]) -> bool:
+    """Whether every name from code the question gives is in the ``evidence`` (the passages
+    of the answer's sentences, with their headings): asked for the default of one
+    parameter, the model copies another's from the next entry of the same reference. Of a
+    dotted name the last part must be there (the method, in its class's section)."""
+    asked = {m.group(0).removesuffix("()") for m in _CODE_NAME.finditer(question)}
+    asked = {n.rsplit(".", 1)[-1] for n in asked if not _FILE_SUFFIX.search(n)}
+    if not asked:
+        return True
+    shown = " ".join(evidence)
+    return all(re.search(rf"(?<![\w.]){re.escape(n)}(?!\w)", shown, re.I) for n in asked)
+
+
 def _up_to(passage: str, sentence: str) -> str:
     """The passage's text up to the end of ``sentence`` (whole when it is not found)."""
     flat = " ".join(passage.split())
@@ -141,6 +165,7 @@ def judge_copied(
         measured.get("first_overruled")
         or not fits(question, text)
         or not numbers_named(question, before)
+        or not code_names_named(question, [f"{c.title} {c.heading} {c.text}" for c, _ in shown])
         or measured["answerable"] < settings.min_answerable
     ):
         return _withheld(question, text, "not_answerable", signals=measured)
@@ -173,7 +198,9 @@ def judge_written(question: str, generated: str, chosen: Focus, min_support: flo
     ]
     # The rules on type and numbers, over the sentences that hold it.
     said = [sentence for sentence, _ in held] or chosen.sentences
-    if not (fits(question, raw) and numbers_named(question, said)):
+    if not (
+        fits(question, raw) and numbers_named(question, said) and code_names_named(question, said)
+    ):
         return _withheld(question, raw, "not_answerable", support=share)
     cited = list(dict.fromkeys(rank for _, rank in held))
     return Verdict(True, raw, raw, "answered", share, cited=cited)

@@ -10,7 +10,7 @@ from ragcli.answer.answer_cache import AnswerCache, asks_alike
 from ragcli.answer.answer_types import fits, kind, wants
 from ragcli.answer.language import detect, say
 from ragcli.answer.retrieval import lowercase_names
-from ragcli.answer.verdict import numbers_named
+from ragcli.answer.verdict import code_names_named, numbers_named
 
 
 @pytest.mark.parametrize(
@@ -83,6 +83,21 @@ def test_a_number_the_question_gives_must_be_in_the_evidence():
     assert not numbers_named("When was Python 3.12 released?", ["Python 3.11 came out in 2022."])
     assert numbers_named("When was Python 3.11 released?", ["What's new 3.11", "It came in 2022."])
     assert numbers_named("When was it released?", ["It came out in 2022."])
+
+
+def test_a_name_from_code_the_question_gives_must_be_in_the_evidence():
+    asked = "What is the default smtp_connection_cache_time_limit?"
+    other = "smtpd_policy_service_timeout (default: 100s): The time limit to connect."
+    assert not code_names_named(asked, [other])
+    assert code_names_named(asked, ["smtp_connection_cache_time_limit (default: 2s): ..."])
+    assert code_names_named("What does __next__() raise at the end?", ["__next__() raises it."])
+    # Of a dotted name, its last part: a method under its class's heading.
+    method = "Which argument of shutil.rmtree() makes it ignore errors?"
+    assert code_names_named(method, ["rmtree(path, ignore_errors=False)"])
+    assert not code_names_named(method, ["copytree(src, dst, dirs_exist_ok=False)"])
+    # A file's name says where, not what: the answer's sentence need not repeat it.
+    assert code_names_named("Which setting in main.cf turns it off?", ["Set x = no."])
+    assert code_names_named("Where was it released?", ["e.g. in 2022"])  # no name asked
 
 
 def test_an_answer_is_reused_only_for_a_question_of_the_same_type(tmp_path):
