@@ -14,10 +14,14 @@ turn, so the machine's noise falls on all three alike:
 
 ``warm`` must give ``cold``'s answer (same tokens, same states: a difference is a bug);
 how often both differ from ``whole`` is what reading apart costs (docs/BENCHMARKS.md).
+With ``served``, a `rag serve` over the warm folder then answers the same questions
+through its socket, as `rag ask` meets it on a warmed index.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import statistics
 import tempfile
 from collections.abc import Callable
@@ -25,9 +29,10 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from ..answer.evaluation import QAItem
-from ..config import Settings
+from ..config import ANSWER_SETTINGS, Settings
 
 MODES = ("whole", "cold", "warm")
+SERVED = "served"  # the warm folder, through `rag serve`
 
 
 @dataclass
@@ -44,6 +49,11 @@ class ReadingReport:
     rows: list[ReadingRow] = field(default_factory=list)
     reading_bytes: int = 0  # the cache after every question's sentences were kept
     reading_files: int = 0
+
+    @property
+    def modes(self) -> tuple[str, ...]:
+        served = bool(self.rows) and SERVED in self.rows[0].ttft_ms
+        return (*MODES, SERVED) if served else MODES
 
     def median_ttft(self, mode: str) -> float:
         return statistics.median(r.ttft_ms[mode] for r in self.rows) if self.rows else 0.0
@@ -63,29 +73,40 @@ class ReadingReport:
     def as_dict(self) -> dict:
         return {
             **asdict(self),
-            "median_ttft_ms": {m: round(self.median_ttft(m), 1) for m in MODES},
-            "median_read_tokens": {m: self.median_read(m) for m in MODES},
+            "median_ttft_ms": {m: round(self.median_ttft(m), 1) for m in self.modes},
+            "median_read_tokens": {m: self.median_read(m) for m in self.modes},
             "warm_differs": self.warm_differs,
             "apart_differs": self.apart_differs,
         }
 
 
 def measure(
-    settings: Settings, items: list[QAItem], progress: Callable[[str], None] | None = None
+    settings: Settings,
+    items: list[QAItem],
+    progress: Callable[[str], None] | None = None,
+    served: bool = False,
 ) -> ReadingReport:
-    """Ask each question of ``items`` (the first only to start the engines) three ways;
-    questions answered without the model (a name the index never holds) are not counted."""
+    """Ask each question of ``items`` (the first only to start the engines) three ways, and
+    with ``served`` through a server too; questions answered without the model (a name the
+    index never holds) are not counted."""
     from ..llm.factory import open_engine
     from ..models import generation_model
     from ..rag import Rag
 
     model = generation_model(settings.model, settings.cache_dir)
-    base = replace(settings, answer_cache=False, reading_cache=False)
     with tempfile.TemporaryDirectory(prefix="ragcli-reading-") as tmp:
-        # The caches of this run only: the reading engines' prefix and reading folders; the
-        # models (the embedder's too) are the user's.
+        # The caches of this run only (prefix and reading folders): a question asked before
+        # must not come from the user's prefix cache. The models (the embedder's too) are
+        # the user's.
         (Path(tmp) / "models").symlink_to((settings.cache_dir / "models").resolve())
-        reading = replace(base, reading_cache=True, cache_dir=Path(tmp))
+        base = replace(settings, answer_cache=False, reading_cache=False, cache_dir=Path(tmp))
+        reading = replace(base, reading_cache=True)
+        # Every question's sentences, kept for the server: the cold engine's folder is
+        # emptied before each question.
+        kept = Path(tmp) / "served"
+        if served:
+            (kept / "reading").mkdir(parents=True)
+            (kept / "models").symlink_to((settings.cache_dir / "models").resolve())
         engines = {
             "whole": open_engine(base, model),
             "cold": open_engine(reading, model),
@@ -117,9 +138,50 @@ def measure(
                 stats = cache.stats()
                 report.reading_bytes = max(report.reading_bytes, stats.bytes)
                 report.reading_files = max(report.reading_files, stats.files)
+                if served:
+                    for f in cache.root.glob("*.kv"):
+                        if not (kept / "reading" / f.name).exists():
+                            os.link(f, kept / "reading" / f.name)
+            if served:
+                _served(replace(reading, cache_dir=kept), items, report, progress)
             return report
         finally:
             for rag in rags.values():
                 rag.close()
             for engine in engines.values():
                 engine.close()
+
+
+def _served(
+    settings: Settings,
+    items: list[QAItem],
+    report: ReadingReport,
+    progress: Callable[[str], None] | None,
+) -> None:
+    """The same questions through a `rag serve` whose reading cache holds every question's
+    sentences (the first again only to start it); each counted row gains its ``served``
+    figures. ``settings.cache_dir``: that folder, the server's only cache."""
+    from ..server.client import Client
+    from .served_vs_fresh import bench_server
+
+    folder = settings.cache_dir
+    # The engines' settings, the answer cache off: the server must answer as they did.
+    same = (*ANSWER_SETTINGS, "n_batch", "n_threads", "adaptive_threads", "repack_weights")
+    lines = [f"{k} = {json.dumps(v)}" for k in same if (v := getattr(settings, k)) is not None]
+    (folder / "config.toml").write_text("\n".join([*lines, "answer_cache = false", ""]))
+    env = {**os.environ, "RAG_CACHE_DIR": str(folder), "RAG_READING_CACHE": "true",
+           "RAG_CONFIG": str(folder / "config.toml"),
+           **({"RAG_MODEL": settings.model} if settings.model else {})}  # fmt: skip
+    rows = {r.question: r for r in report.rows}
+    with bench_server(settings, folder, env, queue=4, name="reading") as end, Client(end) as c:
+        for n, item in enumerate(items):
+            if progress:
+                progress(f"served: question {n + 1}/{len(items)}")
+            out = c.ask(item.question)
+            row = rows.get(item.question)
+            if row is None:
+                continue
+            t = out["timings"]
+            row.ttft_ms[SERVED] = t["ttft_ms"]
+            row.read_tokens[SERVED] = t["prefill_tokens"] + t.get("lead_tokens", 0)
+            row.answers[SERVED] = out["answer"]

@@ -1,20 +1,23 @@
-"""`rag bench reading`: three engines side by side; warm answers are cold answers."""
+"""`rag bench reading`: three engines side by side, then a server; warm answers are cold
+answers."""
 
 from __future__ import annotations
 
 from ragcli.answer.evaluation import load_questions
-from ragcli.bench.first_token import MODES, measure
+from ragcli.bench.first_token import MODES, SERVED, measure
 from ragcli.config import load_settings
 from tests.conftest import CORPORA
 
 
 def test_warm_reads_only_the_question_and_answers_as_cold(corpus_index):
     items = load_questions(CORPORA / "questions.jsonl")[:2]
-    report = measure(load_settings({"index_dir": corpus_index}), items)
+    report = measure(load_settings({"index_dir": corpus_index}), items, served=True)
     assert len(report.rows) == 1  # the first question only starts the engines
     assert report.warm_differs == 0
     for row in report.rows:
-        assert set(row.ttft_ms) == set(MODES)
+        assert set(row.ttft_ms) == {*MODES, SERVED} and row.answers[SERVED] == row.answers["warm"]
+        # Served over the warm folder: only the question is read there too.
+        assert row.read_tokens[SERVED] == row.read_tokens["warm"]
         # Warm: the head is live and every sentence comes from the cache.
         assert row.read_tokens["warm"] < row.read_tokens["whole"] / 3
         # Cold: every sentence is read, with the passage before it.

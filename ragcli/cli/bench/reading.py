@@ -21,17 +21,22 @@ def reading_command(
         int | None,
         typer.Option("--limit", min=2, help="Only the first N questions.", show_default=False),
     ] = None,
+    served: Annotated[
+        bool,
+        typer.Option("--served", help="Then the same questions through a `rag serve`, warm."),
+    ] = False,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
-    """Time to first token of new questions: whole prompt, reading cache cold, warm."""
+    """Time to first token of new questions: whole prompt, reading cache cold, warm (and
+    served)."""
     from ...answer.evaluation import load_questions
-    from ...bench.first_token import MODES, measure
+    from ...bench.first_token import measure
 
     items = load_questions(questions)[:limit]
     s = settings(index_dir=index, model=model)
     with status_line(json_out, quiet) as say:
-        report = measure(s, items, progress=say)
+        report = measure(s, items, progress=say, served=served)
     if json_out:
         print_json(report.as_dict())
     else:
@@ -41,7 +46,7 @@ def reading_command(
         for col in ("prompt read as", "first token", "tokens read", "vs whole"):
             table.add_column(col, justify="left" if col == "prompt read as" else "right")
         whole = report.median_ttft("whole") or 1.0
-        for m in MODES:
+        for m in report.modes:
             ms = report.median_ttft(m)
             table.add_row(m, f"{ms:.0f} ms", f"{report.median_read(m):.0f}", f"{ms / whole:.2f}")
         console = stdout_console()
