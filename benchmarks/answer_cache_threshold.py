@@ -24,22 +24,13 @@ import typer
 from ragcli import Answer, Rag
 from ragcli.answer.answer_cache import SIMILARITY_SLACK, numbers, unit
 from ragcli.answer.evaluation import QAItem, is_correct
+from ragcli.cli.bench.common import QuestionSetArg, exit_on_mismatch, status_line
+from ragcli.cli.failures import handle_errors
+from ragcli.cli.options import IndexOpt, JsonOpt, ModelOpt, QuietOpt, settings
+from ragcli.cli.output import print_json, stdout_console
 from ragcli.config import Settings
 from ragcli.errors import UsageError
 
-from .lab_cli import (
-    IndexOpt,
-    JsonOpt,
-    ModelOpt,
-    QuestionSetArg,
-    QuietOpt,
-    console,
-    exit_on_mismatch,
-    print_json,
-    reports_errors,
-    settings,
-    status_line,
-)
 from .prefix_cache_workload import cache_dir_for_pass
 
 SETS = Path(__file__).parent / "sets"  # the paraphrase and near-miss files
@@ -339,7 +330,7 @@ def as_dict(pairs: PairSummary, workload: WorkloadSummary | None = None) -> dict
     return {"pairs": asdict(pairs), "workload": asdict(workload) if workload else None}
 
 
-@reports_errors
+@handle_errors
 def semcache_command(
     questions: QuestionSetArg,
     variants: Annotated[
@@ -402,7 +393,7 @@ def semcache_command(
         return
     from rich.table import Table
 
-    out = console()
+    out = stdout_console()
     table = Table(
         "threshold",
         "paraphrase hits",

@@ -15,9 +15,11 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from ragcli.cli.bench.common import status_line
+from ragcli.cli.failures import handle_errors
+from ragcli.cli.options import JsonOpt, QuietOpt
+from ragcli.cli.output import print_json, stdout_console
 from ragcli.errors import UsageError
-
-from .lab_cli import JsonOpt, QuietOpt, console, print_json, reports_errors, status_line
 
 if TYPE_CHECKING:
     import numpy as np
@@ -199,7 +201,7 @@ def indexed_vectors(index_dir: Path, questions: Path) -> tuple[np.ndarray, np.nd
     return vecs, np.asarray(embedder.embed(texts), dtype=np.float32)
 
 
-@reports_errors
+@handle_errors
 def index_types_command(
     size: Annotated[
         list[int] | None,
@@ -279,4 +281,4 @@ def index_types_command(
                       "-" if r.build_s is None else f"{r.build_s:.1f}", f"{r.index_mb:.0f}",
                       f"{r.reader_rss_mb:.0f}", f"{r.load_ms:.0f}", f"{r.p50_ms:.2f}",
                       f"{r.p99_ms:.2f}", f"{r.recall_at_10:.3f}")  # fmt: skip
-    console().print(table)
+    stdout_console().print(table)

@@ -20,18 +20,12 @@ import typer
 
 from ragcli.answer.evaluation import load_questions
 from ragcli.bench.fresh_process import run_measured
+from ragcli.cli.bench.common import QuestionSetArg
+from ragcli.cli.failures import handle_errors
+from ragcli.cli.options import IndexOpt, JsonOpt, settings
+from ragcli.cli.output import print_json, stdout_console
 from ragcli.config import Settings
 from ragcli.models import generation_model
-
-from .lab_cli import (
-    IndexOpt,
-    JsonOpt,
-    QuestionSetArg,
-    console,
-    print_json,
-    reports_errors,
-    settings,
-)
 
 
 @dataclass
@@ -113,7 +107,7 @@ def models_bench(
     return rows
 
 
-@reports_errors
+@handle_errors
 def models_command(
     questions: QuestionSetArg,
     model: Annotated[
@@ -144,4 +138,4 @@ def models_command(
                       *(f"{v:.0f}" for v in (r.ttft_cold_ms, r.ttft_repeat_ms,
                         r.ttft_outside_prefill_ms, r.prefill_tok_s)),
                       f"{r.decode_tok_s:.1f}", f"{r.peak_rss_mb:.0f}", f"{r.disk_mb:.0f}")  # fmt: skip
-    console().print(table)
+    stdout_console().print(table)

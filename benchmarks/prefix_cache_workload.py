@@ -19,20 +19,12 @@ from typing import Annotated, Any
 import typer
 
 from ragcli.bench.prefill_cost import rounded
+from ragcli.cli.bench.common import exit_on_mismatch, status_line
+from ragcli.cli.failures import handle_errors
+from ragcli.cli.options import IndexOpt, JsonOpt, QuietOpt, settings
+from ragcli.cli.output import print_json, stdout_console
 from ragcli.config import Settings
 from ragcli.errors import RagError, UsageError
-
-from .lab_cli import (
-    IndexOpt,
-    JsonOpt,
-    QuietOpt,
-    console,
-    exit_on_mismatch,
-    print_json,
-    reports_errors,
-    settings,
-    status_line,
-)
 
 
 def read_questions(path: Path) -> list[str]:
@@ -237,7 +229,7 @@ def run_workload(
     )
 
 
-@reports_errors
+@handle_errors
 def workload_command(
     questions: Annotated[
         Path,
@@ -294,7 +286,7 @@ def workload_command(
             str(p.cached_tokens),
             f"{p.cached_share:.0%}",
         )
-    out = console()
+    out = stdout_console()
     out.print(table)
     status = "[green]ok[/green]" if report.answers_differ == 0 else "[red]MISMATCH[/red]"
     out.print(f"answers that differ between off and on: {report.answers_differ} {status}")

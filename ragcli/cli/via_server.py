@@ -12,15 +12,12 @@ None, and the full command runs. Standard library only.
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ExitCode, RagError
-from ..log import LOGGER
 from .flags import COMMANDS, NO_SERVER, PROFILE, Flag, overrides
-from .output import error_line, print_answer, print_json, print_search
 
 if TYPE_CHECKING:
     from ..config import Settings
@@ -120,17 +117,24 @@ def served(s: Settings, no_server: bool, purpose: str = "ask"):
         return connect(s, purpose=purpose)
     except NoServer as exc:
         if exc.note:
+            import logging  # the full commands only: the served path stays without it
+
+            from ..log import LOGGER
+
             logging.getLogger(LOGGER).info(exc.note)
         return None
 
 
 def _fail(message: str, code: int) -> int:
+    from .output import error_line
+
     error_line(message)
     return code
 
 
 def _ask(client, text: str, json_out: bool) -> int:
     from ..answer.question_batch import check_question
+    from .output import print_answer, print_json
 
     result = client.ask(check_question(text))
     if json_out:
@@ -141,6 +145,8 @@ def _ask(client, text: str, json_out: bool) -> int:
 
 
 def _search(client, text: str, json_out: bool, top_k: int, retriever: str) -> int:
+    from .output import print_json, print_search
+
     result = client.search(text, top_k, retriever)
     if json_out:
         print_json(result)
