@@ -26,7 +26,7 @@ from ..llm.factory import open_engine
 from ..models import CATALOG, DEFAULT_MODEL, GenerationModel, generation_model
 from ..records import Hit
 from ..stores.base import package_version
-from . import copying, verdict
+from . import copying, counting, verdict
 from .answer_cache import FILE as ANSWER_CACHE_FILE
 from .answer_cache import AnswerCache, CachedAnswer, cache_key
 from .focus import Focus, focus, subject_pages
@@ -354,7 +354,9 @@ class Asker:
         timings.ttft_ms = round(before_generate + gen.timings.ttft_ms, 2)
         if dec is None:
             return verdict.judge_written(question, gen.text, chosen, s.min_support)
-        copied = copying.read(dec, question, chosen.sentences)
+        copied = counting.recount(
+            question, chosen, hits, copying.read(dec, question, chosen.sentences)
+        )
         checks = engine if s.check_answers else None
         measured = verdict.signals(
             question, chosen, hits, dec, copied, self.retriever.rare_words, checks, s.use_cache

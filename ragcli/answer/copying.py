@@ -47,10 +47,10 @@ class Copied:
     items: list[str]
 
 
-_LEADING_ARTICLE = re.compile(r"^(?:the|le|la|les|l['’])\s*(?=[A-Z])", re.I)
+_LEADING_ARTICLE = re.compile(r"^(?:(?:the|le|la|les)\s+|l['’]\s*)(?=(?-i:[A-Z]))", re.I)
 
 
-def _items(parts: list[str]) -> list[str]:
+def list_items(parts: list[str]) -> list[str]:
     """Distinct list items, in order: "A, B and C" is three, "- A" is "A", "La Vienne"
     at the start of a sentence is "Vienne"."""
     seen: dict[str, str] = {}
@@ -66,7 +66,7 @@ def _items(parts: list[str]) -> list[str]:
 _NAME = r"(?:(?<![\w'’-])|(?<=\b[lLdD]['’]))[A-Z][\w'’-]*(?:\s+(?:of\s+|de\s+|van\s+)?[A-Z][\w'’-]*){0,3}"
 _JOIN = r"(?:\s*[,;]\s*(?:(?:and|or|et|ou)\s+)?|\s+(?:and|or|et|ou|&)\s+)"
 _ARTICLE = r"(?:the\s+|le\s+|la\s+|les\s+|l['’])?"  # "the Netherlands", "l'Allier"
-_NAMES = re.compile(rf"{_NAME}(?:{_JOIN}{_ARTICLE}{_NAME})*")
+NAMES = re.compile(rf"{_NAME}(?:{_JOIN}{_ARTICLE}{_NAME})*")
 _NEXT_NAME = re.compile(rf"{_JOIN}{_ARTICLE}({_NAME})")
 _PREV_NAME = re.compile(rf"({_NAME}){_JOIN}{_ARTICLE}$")
 _LOOK_BACK = 80  # characters searched for the name before an item
@@ -98,7 +98,7 @@ def listed(dec: SpanDecoder, spans: list[Span]) -> list[str]:
     for span in spans:
         copied = raw[span.start : span.end].decode("utf-8", "replace")
         item = copied.strip()
-        if not _NAMES.fullmatch(item):
+        if not NAMES.fullmatch(item):
             out.append(item)
             continue
         start = (
@@ -139,9 +139,9 @@ def one_list(
         for i in sentence_of(where, s.start, s.end)[:1]:
             per.setdefault(i, []).append(s)
     if not per:
-        return _items(listed(dec, spans)), []
-    copied = {i.casefold() for i in _items(dec.items())}
-    lists = {i: _items(listed(dec, ss)) for i, ss in per.items()}
+        return list_items(listed(dec, spans)), []
+    copied = {i.casefold() for i in list_items(dec.items())}
+    lists = {i: list_items(listed(dec, ss)) for i, ss in per.items()}
     folded = {i: {x.casefold() for x in items} for i, items in lists.items()}
     first = next(iter(per))
     best = max(
@@ -153,7 +153,7 @@ def one_list(
 def _names_asked(item: str, question: str) -> bool:
     """Whether ``item`` is a name the question itself gives: asked how many friends Ann
     has, Ann is not one of them."""
-    return bool(_NAMES.fullmatch(item)) and bool(
+    return bool(NAMES.fullmatch(item)) and bool(
         re.search(rf"(?<!\w){re.escape(item)}(?!\w)", question, re.I)
     )
 
@@ -191,7 +191,7 @@ def counted(
     items, sentences = one_list(dec, spans, where)
     if sentences:
         more, sentences = _continued(dec, spans, where, items, sentences, context)
-        items = _items(items + more)
+        items = list_items(items + more)
         items = _of_kind(items, context[sentences[0]], question)
     items = [i for i in items if not _names_asked(i, question)]
     named = [i for i in items if _CAPITAL.search(i)]
@@ -230,15 +230,15 @@ def _continued(
     last = sentences[-1]
     while last + 1 < len(context):
         nxt = last + 1
-        groups = list(_NAMES.finditer(context[nxt]))
-        named = _items([m.group(0) for m in groups])
+        groups = list(NAMES.finditer(context[nxt]))
+        named = list_items([m.group(0) for m in groups])
         have = {i.casefold() for i in items + more}
         new = [n for n in named if n.casefold() not in have]
         if not new:
             break
         if nxt in copied_in:
             from_it = [s for s in spans if sentence_of(where, s.start, s.end)[:1] == [nxt]]
-            copied = {i.casefold() for i in _items(listed(dec, from_it))}
+            copied = {i.casefold() for i in list_items(listed(dec, from_it))}
             goes_on = {n.casefold() for n in named} <= copied | have
         else:
             goes_on = (
@@ -258,7 +258,7 @@ def _continued(
 _GROUP = re.compile(
     rf"\b(?:a|an|one|two|three|four|five|six|seven|eight|nine|ten|\d+|his|her|their|its|"
     rf"un|une|deux|trois|quatre|cinq|six|sept|huit|neuf|dix|son|sa|ses|leur|leurs)\s+"
-    rf"(?:[a-z]+\s+)?([a-zé]+),?\s+({_NAMES.pattern})"
+    rf"(?:[a-z]+\s+)?([a-zé]+),?\s+({NAMES.pattern})"
 )
 
 
@@ -266,14 +266,14 @@ def _of_kind(items: list[str], sentence: str, question: str) -> list[str]:
     """The items of the groups the question asks for, when the sentence sorts its names
     into groups by kind: the group named like the question's word ("sister" for
     "sisters"), else every group ("children" are the sons and the daughter)."""
-    groups = [(m.group(1), _items([m.group(2)])) for m in _GROUP.finditer(sentence)]
+    groups = [(m.group(1), list_items([m.group(2)])) for m in _GROUP.finditer(sentence)]
     if len(groups) < 2:
         return items
     if not {i.casefold() for i in items} & {i.casefold() for _, g in groups for i in g}:
         return items  # the list copied is not one of these groups
     asked = {w[:5] for w in re.findall(r"[a-zé]+", question.casefold()) if len(w) > 3}
     chosen = [g for noun, g in groups if noun[:5] in asked] or [g for _, g in groups]
-    return _items([i for g in chosen for i in g])
+    return list_items([i for g in chosen for i in g])
 
 
 def line_of(chunk: StoredChunk, sentence: str) -> int | None:

@@ -1,16 +1,19 @@
 """Whether an answer stands: every rule that decides it, in one place.
 
-The model proposes; these rules dispose. A copied answer (see answer/copying.py) is
-withheld, in this order, when the model abstained; when its own first token was not in
-the sentences (it wanted an answer from memory: on our sets a rule that catches many
-answers to unanswerable questions and almost no right ones); when the span is not of the type the
-question asks for (answer/answer_types.py); when a version or year the question gives is
-in neither the answer's sentences nor the passage and headings before them; and when the
-fitted rule over the measured signals (answer/answerable.py, answer/verify.py) scores it
-below ``min_answerable``. A freely written answer (``copy_answers = false``, a server)
-stands when enough of its words are in the sentences shown and it passes the same rules
-of type and numbers over the sentences that hold it. What the user reads ("I don't know",
-"Yes") is in the question's language.
+The model proposes; these rules dispose. A copied answer (answer/copying.py; a count over
+the page the question names is the tool's, answer/counting.py) is withheld, in this order,
+when the model abstained; when its own first token was not in the sentences (it wanted an
+answer from memory: on our sets a rule that catches many answers to unanswerable questions
+and almost no right ones); when the span is not of the type the question asks for
+(answer/answer_types.py); when it says nothing the question does not (asked what punctured
+the tyre, "tyre"); when a version or year the question gives is in neither the answer's
+sentences nor the passage and headings before them; when a name from code the question
+gives is not in the answer's passages; and when the fitted rule over the measured signals
+(answer/answerable.py, answer/verify.py) scores it below ``min_answerable``. A freely
+written answer (``copy_answers = false``, a server) stands when enough of its words are in
+the sentences shown and it passes the same rules of type, echo, numbers and names over the
+sentences that hold it. What the user reads ("I don't know", "Yes") is in the question's
+language.
 """
 
 from __future__ import annotations
@@ -21,8 +24,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from . import answerable, copying, verify
-from .answer_types import fits
-from .grounding import support
+from .answer_types import fits, kind
+from .grounding import content_words, support
 from .language import say
 from .prompt import IDK, clean_answer, is_refusal
 
@@ -91,6 +94,26 @@ def code_names_named(question: str, evidence: Sequence[str]) -> bool:
         return True
     shown = " ".join(evidence)
     return all(re.search(rf"(?<![\w.]){re.escape(n)}(?!\w)", shown, re.I) for n in asked)
+
+
+_ELISION = re.compile(r"^(?:[ldjmnst]|qu)['’]", re.I)
+_ALTERNATIVES = re.compile(r"\b(?:or|ou)\b", re.I)
+
+
+def _bare(text: str) -> set[str]:
+    """Content words without an elided article or a plural ending: "l'ensilage" is
+    "ensilage", "JSON" is "json"."""
+    return {_ELISION.sub("", w).removesuffix("s") for w in content_words(text)}
+
+
+def adds_something(question: str, answer: str) -> bool:
+    """Whether the answer says more than the question: asked what punctured the tyre, the
+    model copies "tyre"; asked what a format's name stands for, the format's name. A
+    question that offers alternatives ("A or B?") is answered by one of its own words."""
+    if kind(question) != "span" or _ALTERNATIVES.search(question):
+        return True
+    said = _bare(answer)
+    return not said or not said <= _bare(question)
 
 
 def _up_to(passage: str, sentence: str) -> str:
@@ -164,6 +187,7 @@ def judge_copied(
     if (
         measured.get("first_overruled")
         or not fits(question, text)
+        or not adds_something(question, text)
         or not numbers_named(question, before)
         or not code_names_named(question, [f"{c.title} {c.heading} {c.text}" for c, _ in shown])
         or measured["answerable"] < settings.min_answerable
@@ -199,7 +223,10 @@ def judge_written(question: str, generated: str, chosen: Focus, min_support: flo
     # The rules on type and numbers, over the sentences that hold it.
     said = [sentence for sentence, _ in held] or chosen.sentences
     if not (
-        fits(question, raw) and numbers_named(question, said) and code_names_named(question, said)
+        fits(question, raw)
+        and adds_something(question, raw)
+        and numbers_named(question, said)
+        and code_names_named(question, said)
     ):
         return _withheld(question, raw, "not_answerable", support=share)
     cited = list(dict.fromkeys(rank for _, rank in held))

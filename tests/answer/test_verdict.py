@@ -17,7 +17,19 @@ spring of 1990, and she still sells every bowl she makes herself.
 ## Family
 
 Ann has one brother, Tom Lee, who fishes off the north coast. She has two sons, Ivo Lee
-and Max Lee, and a daughter, Lia Lee.
+and Max Lee, and a daughter, Lia Lee. Tom has four children of his own: Ada, Bo, Cy and
+Di.
+"""
+
+OLA = """# Ola Berg
+
+Ola Berg keeps a bakery on the harbour of Vesk and sings in the town choir.
+
+## Family
+
+- Husband: Ken Berg
+- Daughter: Mia Berg
+- Son: Leo Berg
 """
 
 LOIRE = """# The Loire
@@ -46,7 +58,8 @@ fenêtres. Cette tradition remonte à 1852.
 @pytest.fixture(scope="module")
 def asker(tmp_path_factory, embedder):
     docs = tmp_path_factory.mktemp("docs")
-    for name, text in (("ann-lee.md", ANN), ("loire.md", LOIRE), ("lyon.md", LYON)):
+    pages = (("ann-lee.md", ANN), ("ola-berg.md", OLA), ("loire.md", LOIRE), ("lyon.md", LYON))
+    for name, text in pages:
         (docs / name).write_text(text)
     index = tmp_path_factory.mktemp("index") / "index"
     settings = load_settings(
@@ -64,9 +77,15 @@ def test_one_member_is_a_count_of_one(asker):
 
 
 def test_members_listed_by_kind_add_up(asker):
+    # Her brother's four children, in the next sentence, are not hers.
     a = asker.ask("How many children does Ann Lee have?")
-    assert a.answer.startswith("3 ("), a.raw_answer
-    assert {"Ivo Lee", "Max Lee", "Lia Lee"} <= set(a.answer[3:-1].split(", "))
+    assert a.answer == "3 (Ivo Lee, Max Lee, Lia Lee)", a.raw_answer
+
+
+def test_a_count_is_read_from_the_labelled_entries_of_the_subjects_page(asker):
+    a = asker.ask("How many children does Ola Berg have?")
+    assert a.answer == "2 (Mia Berg, Leo Berg)", a.raw_answer
+    assert a.evidence and "Daughter: Mia Berg" in a.evidence[0]["text"]
 
 
 def test_a_list_that_goes_on_in_the_next_sentence_is_counted_whole(asker):

@@ -10,7 +10,7 @@ from ragcli.answer.answer_cache import AnswerCache, asks_alike
 from ragcli.answer.answer_types import fits, kind, wants
 from ragcli.answer.language import detect, say
 from ragcli.answer.retrieval import lowercase_names
-from ragcli.answer.verdict import code_names_named, numbers_named
+from ragcli.answer.verdict import adds_something, code_names_named, numbers_named
 
 
 @pytest.mark.parametrize(
@@ -98,6 +98,21 @@ def test_a_name_from_code_the_question_gives_must_be_in_the_evidence():
     # A file's name says where, not what: the answer's sentence need not repeat it.
     assert code_names_named("Which setting in main.cf turns it off?", ["Set x = no."])
     assert code_names_named("Where was it released?", ["e.g. in 2022"])  # no name asked
+
+
+def test_an_answer_must_say_more_than_the_question():
+    assert not adds_something("What punctured the tyre of the plane?", "tyre")
+    assert not adds_something(
+        "Pourquoi les vaches n'ont-elles pas droit à l'ensilage ?", "ensilage"
+    )
+    assert not adds_something(
+        "The json module handles a format; what does its name stand for?", "JSON"
+    )
+    assert adds_something("What punctured the tyre of the plane?", "a strip of metal")
+    # Offered alternatives are answered with one of them; counts and yes/no are their own.
+    assert adds_something("Which is faster, a list or a tuple?", "tuple")
+    assert adds_something("Is the tyre punctured?", "Yes")
+    assert adds_something("How many tyres does it have?", "tyres")
 
 
 def test_an_answer_is_reused_only_for_a_question_of_the_same_type(tmp_path):

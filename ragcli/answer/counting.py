@@ -1,0 +1,265 @@
+"""Counts read in code from the subject's own page: the model points, the tool counts.
+
+Asked how many children someone has, a 1.5B model copies the wrong list (her sisters, a
+brother's children), stops inside one ("two sons, A and B, and two daughters, C" is
+three), or gives a year. The question's noun ("children", "close friends",
+"affluents") says what is counted; the sentences shown from the page the question names
+say it: a list after the noun ("Her children are A, B and C", "Friends: A; B"), a number
+before it ("four landmarks"), or the noun's parts ("two sons ... a daughter",
+"Daughter: A"). Lists of the same thing in several sentences add up, each member once.
+A list that belongs to someone else ("Jolvette's children", "Bonnas has five children")
+is not counted.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from .answer_types import kind
+from .copying import NAMES, Copied, list_items
+from .focus import subject_pages
+from .grounding import names
+
+if TYPE_CHECKING:
+    from ..records import Hit
+    from .focus import Focus
+
+# The wholes a question may count, and the parts a page may list them by.
+_PARTS = {
+    "child": ("son", "daughter"),
+    "sibling": ("brother", "sister"),
+    "parent": ("mother", "father"),
+    "enfant": ("fils", "fille"),
+}
+_IRREGULAR = {
+    "children": "child",
+    "people": "person",
+    "men": "man",
+    "women": "woman",
+    "fils": "fils",
+}
+_NUMBERS = {
+    w: n
+    for n, ws in enumerate(
+        (
+            (),
+            ("a", "an", "one", "only", "single", "un", "une", "seul", "seule"),
+            ("two", "deux", "both"),
+            ("three", "trois"),
+            ("four", "quatre"),
+            ("five", "cinq"),
+            ("six",),
+            ("seven", "sept"),
+            ("eight", "huit"),
+            ("nine", "neuf"),
+            ("ten", "dix"),
+            ("eleven", "onze"),
+            ("twelve", "douze"),
+        )
+    )
+    for w in ws
+}
+# Words that end the noun phrase of "how many ...": the verb or a preposition after it.
+_NP_END = frozenset(
+    "does do did has have had is are was were will would can could should may might "
+    "in on at for of to from with by that which who live lived there here "
+    "the a an this these those his her their its my your".split()
+)
+_EN = re.compile(r"\b(?:how\s+many|(?:the\s+)?number\s+of)\s+((?:[\w'’-]+\s*){1,4})", re.I)
+_FR = re.compile(r"\b(?:combien|nombre)\b.*?\b(?:de|d['’])\s*([\w'’-]+)", re.I)
+
+
+def _singular(word: str) -> str:
+    w = word.casefold()
+    if w in _IRREGULAR:
+        return _IRREGULAR[w]
+    if w.endswith("people"):
+        return w[: -len("people")] + "person"
+    if w.endswith("ies") and len(w) > 4:
+        return w[:-3] + "y"
+    if w.endswith(("eaux", "eux")):
+        return w[:-1]
+    if w.endswith("aux") and len(w) > 4:
+        return w[:-3] + "al"
+    if w.endswith(("s", "x")) and not w.endswith("ss") and len(w) > 3:
+        return w[:-1]
+    return w
+
+
+def asked_nouns(question: str) -> list[str]:
+    """What a count question counts, singular: ["child"] of "How many children does Ann
+    have?", ["brother", "sister"] of "How many brothers and sisters...", ["affluent"] of
+    "Combien la Loire a-t-elle d'affluents principaux ?"; [] when none is read."""
+    if m := _EN.search(question):
+        words = []
+        for w in m.group(1).split():
+            if w.casefold() in _NP_END or w[:1].isupper():
+                break
+            words.append(w.strip("'’"))
+        if "and" in words:  # "brothers and sisters"
+            return [_singular(w) for w in words if w != "and"][-2:]
+        # The head is the plural noun ("close friends", "countries co-hosted").
+        plural = [w for w in words if _singular(w) != w.casefold()]
+        return [_singular((plural or words)[-1])] if words else []
+    if m := _FR.search(question):
+        return [_singular(m.group(1))]
+    return []
+
+
+def _forms(nouns: Sequence[str]) -> list[str]:
+    """The nouns and their parts, singular, with the parts of a whole asked for."""
+    out = list(nouns)
+    for n in nouns:
+        out += _PARTS.get(n, ())
+    return list(dict.fromkeys(out))
+
+
+def _word_pattern(singular: str) -> str:
+    plural = {v: k for k, v in _IRREGULAR.items()}.get(singular)
+    forms = {singular, plural or "", singular + "s", singular + "es", singular + "x"}
+    if singular.endswith("y"):
+        forms.add(singular[:-1] + "ies")
+    if singular.endswith("al"):
+        forms.add(singular[:-2] + "aux")
+    if singular.endswith("person"):
+        forms.add(singular[: -len("person")] + "people")
+    return "|".join(sorted((re.escape(f) for f in forms if f), key=len, reverse=True))
+
+
+@dataclass(frozen=True)
+class Group:
+    """One mention of what is counted: the sentence, the number stated, the names listed."""
+
+    sentence: int
+    noun: str  # singular: the noun asked for, or one of its parts
+    stated: int | None
+    items: tuple[str, ...]
+
+
+_ARTICLE = re.compile(r"^(?:(?:the|le|la|les)\s+|l['’]\s*)", re.I)  # not the "Le" of "Leo"
+_LEAD = re.compile(
+    r"(?:\s+of\s+(?:his|her|their|its)\s+own)?\s*"
+    r"(?:[,:]|(?:are|were|is|was|include|includes|sont|est)\b)?\s*:?\s*"
+    r"(?:(?:namely|called|named)\s+)?"
+)
+# A list of labelled entries ("Wife: A; Daughter: B") ends where the next label begins.
+_NEXT_LABEL = re.compile(r"\s*[;,]\s*[A-Z][\w-]*\s*:.*")
+_POSSESSOR = re.compile(r"([A-Z][\w-]+)['’]s?\s+(?:\w+\s+){0,2}$")
+# "Bonnas has five children", "her brother Damir Osk has two children": whose they are
+_OTHER_SUBJECT = re.compile(
+    r"(?<![\w'’-])([A-Z][\w-]+(?:\s+[A-Z][\w-]+)*)\s+(?:has|had|have|owns|a|avait)\s+(?:\S+\s+){0,2}$"
+)
+_CLAUSE = re.compile(r"[;.!?]")
+_PRONOUNS = frozenset("he she they it his her their its il elle ils elles son sa ses".split())
+
+
+def _groups(question: str, sentences: Sequence[str], nouns: Sequence[str]) -> list[Group]:
+    """Each mention of ``nouns`` or their parts in ``sentences`` with a number before it or
+    names after it, that belongs to no one but the question's subject."""
+    asked_names = names(question) | {w.casefold() for w in re.findall(r"\w+", question)}
+    noun = re.compile(
+        rf"(?<![\w-])(?:{'|'.join(_word_pattern(n) for n in _forms(nouns))})(?![\w-])", re.I
+    )
+    out = []
+    for i, sentence in enumerate(sentences):
+        for m in noun.finditer(sentence):
+            clause = _CLAUSE.split(sentence[: m.start()])[-1]
+            if (p := _POSSESSOR.search(clause)) and p.group(1).casefold() not in asked_names:
+                continue  # "Jolvette's children"
+            subject = _OTHER_SUBJECT.search(clause)
+            who = {w.casefold() for w in subject.group(1).split()} if subject else set()
+            if who and not (who <= asked_names or who & _PRONOUNS):
+                continue  # "Bonnas has five children"
+            stated = _stated(clause)
+            rest = sentence[m.end() :]
+            lead = _LEAD.match(rest)
+            listed = _NEXT_LABEL.sub("", _ARTICLE.sub("", rest[lead.end() :]))
+            found = NAMES.match(listed) if lead.group(0) else None
+            items = tuple(list_items([found.group(0)])) if found else ()
+            if stated is not None or items:
+                out.append(Group(i, _singular(m.group(0)), stated, items))
+    return out
+
+
+def _is_label(item: str, sentence: str) -> bool:
+    return bool(re.search(rf"(?<![\w-]){re.escape(item)}\s*:", sentence))
+
+
+def _stated(before: str) -> int | None:
+    """The number right before the noun, or one word before it ("two younger brothers")."""
+    for word in before.split()[-1:-3:-1]:
+        w = word.casefold()
+        if w in _NUMBERS:
+            return _NUMBERS[w]
+        if w.isdigit():
+            return int(w)
+    return None
+
+
+def _same(a: str, b: str) -> bool:
+    """One member named twice: "Oreldin" and "Oreldin Wendton"."""
+    x, y = a.casefold().split(), b.casefold().split()
+    return x[: len(y)] == y or y[: len(x)] == x
+
+
+def counted(
+    question: str,
+    sentences: Sequence[str],
+    on_subject_page: Sequence[bool],
+    model: Copied | None = None,
+) -> Copied | None:
+    """The count of what ``question`` asks for in the ``sentences`` shown from the page
+    it names (``on_subject_page``, parallel), or None when they state none.
+
+    The members named in every mention are counted once; a mention with a number and
+    fewer names than it adds the ones it does not name. Names the ``model`` copied from
+    a sentence that mentions the noun join that mention (a list a relative clause
+    interrupts: "l'Allier, qui la rejoint ..., puis le Cher, l'Indre et la Vienne")."""
+    nouns = asked_nouns(question)
+    if not nouns or not any(on_subject_page):
+        return None
+    shown = [s if on else "" for s, on in zip(sentences, on_subject_page, strict=True)]
+    groups = _groups(question, shown, nouns)
+    if not groups:
+        return None
+    members: list[str] = []
+    asked = names(question)
+    for g in groups:
+        items = list(g.items)
+        if model is not None and not model.abstained and g.sentence in model.sentences:
+            # what the model ran on into from the next sentence stays out, and so do
+            # labels ("Son" of "Daughter: Mia; Son: Leo")
+            said = sentences[g.sentence]
+            items += [x for x in model.items if x in said and not _is_label(x, said)]
+        items = [x for x in list_items(items) if x.casefold() not in asked]
+        for x in items:
+            if not any(_same(x, y) for y in members):
+                members.append(x)
+    # A number stated for the whole ("four children") is the count; else the numbers of
+    # its parts add up ("two sons ... a daughter"). A mention repeated counts once.
+    by_noun: dict[str, int] = {}
+    for g in groups:
+        if g.stated is not None:
+            by_noun[g.noun] = max(by_noun.get(g.noun, 0), g.stated)
+    whole = [by_noun[n] for n in nouns if n in by_noun]
+    stated = max(whole) if whole else sum(by_noun.values())
+    total = max(len(members), stated)
+    if total == 0:
+        return None
+    used = sorted({g.sentence for g in groups})
+    text = f"{total} ({', '.join(members)})" if members else str(total)
+    return Copied(text, False, used, members)
+
+
+def recount(question: str, chosen: Focus, hits: Sequence[Hit], copied: Copied) -> Copied:
+    """``copied`` (the model's answer), or for a count question the count the shown
+    sentences of the page it names state."""
+    if kind(question) != "count":
+        return copied
+    pages = subject_pages(question, list(hits))
+    path = {h.rank: h.chunk.path for h in hits}
+    on_page = [path.get(rank) in pages for rank in chosen.ranks]
+    return counted(question, chosen.sentences, on_page, copied) or copied
