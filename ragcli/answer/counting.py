@@ -153,13 +153,17 @@ _OTHER_SUBJECT = re.compile(
     r"(?<![\w'’-])([A-Z][\w-]+(?:\s+[A-Z][\w-]+)*)\s+(?:has|had|have|owns|a|avait)\s+(?:\S+\s+){0,2}$"
 )
 _CLAUSE = re.compile(r"[;.!?]")
+_ONE_OF = re.compile(
+    r"\b(?:of|among|de|d['’]entre|parmi)\s+(?:the\s+|les\s+)?(\w+)\s+(?:\S+\s+)?$", re.I
+)
+# who a clause may be about besides the question's subject: its pronouns (French possessives too)
 _PRONOUNS = frozenset("he she they it his her their its il elle ils elles son sa ses".split())
 
 
 def _groups(question: str, sentences: Sequence[str], nouns: Sequence[str]) -> list[Group]:
     """Each mention of ``nouns`` or their parts in ``sentences`` with a number before it or
     names after it, that belongs to no one but the question's subject."""
-    asked_names = names(question) | {w.casefold() for w in re.findall(r"\w+", question)}
+    asked = {w.casefold() for w in re.findall(r"\w+", question)}
     noun = re.compile(
         rf"(?<![\w-])(?:{'|'.join(_word_pattern(n) for n in _forms(nouns))})(?![\w-])", re.I
     )
@@ -167,12 +171,14 @@ def _groups(question: str, sentences: Sequence[str], nouns: Sequence[str]) -> li
     for i, sentence in enumerate(sentences):
         for m in noun.finditer(sentence):
             clause = _CLAUSE.split(sentence[: m.start()])[-1]
-            if (p := _POSSESSOR.search(clause)) and p.group(1).casefold() not in asked_names:
+            if (p := _POSSESSOR.search(clause)) and p.group(1).casefold() not in asked:
                 continue  # "Jolvette's children"
             subject = _OTHER_SUBJECT.search(clause)
             who = {w.casefold() for w in subject.group(1).split()} if subject else set()
-            if who and not (who <= asked_names or who & _PRONOUNS):
+            if who and not (who <= asked or who & _PRONOUNS):
                 continue  # "Bonnas has five children"
+            if (one := _ONE_OF.search(clause)) and _stated(one.group(1) + " "):
+                continue  # "the eldest of four children": the family she is one of
             stated = _stated(clause)
             rest = sentence[m.end() :]
             lead = _LEAD.match(rest)
@@ -214,10 +220,11 @@ def counted(
     """The count of what ``question`` asks for in the ``sentences`` shown from the page
     it names (``on_subject_page``, parallel), or None when they state none.
 
-    The members named in every mention are counted once; a mention with a number and
-    fewer names than it adds the ones it does not name. Names the ``model`` copied from
-    a sentence that mentions the noun join that mention (a list a relative clause
-    interrupts: "l'Allier, qui la rejoint ..., puis le Cher, l'Indre et la Vienne")."""
+    The members named in every mention are counted once; a number the page states counts
+    when it is more than the names given ("four landmarks" of which three are named).
+    Names the ``model`` copied from a sentence that mentions the noun join that mention (a
+    list a relative clause interrupts: "l'Allier, qui la rejoint ..., puis le Cher,
+    l'Indre et la Vienne")."""
     nouns = asked_nouns(question)
     if not nouns or not any(on_subject_page):
         return None

@@ -71,6 +71,11 @@ def test_a_stated_number_is_the_count():
     assert _count("How many siblings does Ada Wren have?", only) == "1 (Tom Wren)"
 
 
+def test_the_family_someone_is_one_of_is_not_their_count():
+    born = ["Ada Wren was the eldest of four children.", "Her children are Ari and Bo."]
+    assert _count("How many children does Ada Wren have?", born) == "2 (Ari, Bo)"
+
+
 def test_only_the_subjects_page_is_read():
     assert _count("How many close friends does Ada Wren have?", on_page=[False] * 6) is None
 
