@@ -211,7 +211,7 @@ def _same(a: str, b: str) -> bool:
     return x[: len(y)] == y or y[: len(x)] == x
 
 
-def counted(
+def from_page(
     question: str,
     sentences: Sequence[str],
     on_subject_page: Sequence[bool],
@@ -269,4 +269,4 @@ def recount(question: str, chosen: Focus, hits: Sequence[Hit], copied: Copied) -
     pages = subject_pages(question, list(hits))
     path = {h.rank: h.chunk.path for h in hits}
     on_page = [path.get(rank) in pages for rank in chosen.ranks]
-    return counted(question, chosen.sentences, on_page, copied) or copied
+    return from_page(question, chosen.sentences, on_page, copied) or copied

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from ragcli.answer.copying import Copied
-from ragcli.answer.counting import asked_nouns, counted
+from ragcli.answer.counting import asked_nouns, from_page
 
 PAGE = [
     "Ada Wren is a weaver in Kelby.",
@@ -20,7 +20,7 @@ PAGE = [
 
 def _count(question: str, sentences=PAGE, on_page=None, model=None) -> str | None:
     on_page = [True] * len(sentences) if on_page is None else on_page
-    found = counted(question, sentences, on_page, model)
+    found = from_page(question, sentences, on_page, model)
     return found.text if found else None
 
 
