@@ -251,6 +251,22 @@ def from_page(
     for g in groups:
         if g.stated is not None:
             by_noun[g.noun] = max(by_noun.get(g.noun, 0), g.stated)
+    # Two numbers for one noun ("180 copies were printed", "49 copies survive") say two
+    # things: the one in the sentence the model chose, else the model's own answer.
+    for noun in by_noun:
+        said = {g.stated for g in groups if g.noun == noun and g.stated is not None}
+        if len(said) > 1:
+            chosen = {
+                g.stated
+                for g in groups
+                if g.noun == noun
+                and g.stated is not None
+                and model
+                and g.sentence in model.sentences
+            }
+            if len(chosen) != 1:
+                return None
+            by_noun[noun] = chosen.pop()
     whole = [by_noun[n] for n in nouns if n in by_noun]
     stated = max(whole) if whole else sum(by_noun.values())
     total = max(len(members), stated)
