@@ -47,7 +47,7 @@ class Copied:
     items: list[str]
 
 
-_LEADING_ARTICLE = re.compile(r"^(?:(?:the|le|la|les)\s+|l['’]\s*)(?=(?-i:[A-Z]))", re.I)
+LEADING_ARTICLE = re.compile(r"^(?:(?:the|le|la|les)\s+|l['’]\s*)(?=(?-i:[A-Z]))", re.I)
 
 
 def list_items(parts: list[str]) -> list[str]:
@@ -56,7 +56,7 @@ def list_items(parts: list[str]) -> list[str]:
     seen: dict[str, str] = {}
     for part in parts:
         for item in _ITEM_SPLIT.split(part):
-            item = _LEADING_ARTICLE.sub("", item.strip(" -*•:.\"'“”"))
+            item = LEADING_ARTICLE.sub("", item.strip(" -*•:.\"'“”"))
             if item:
                 seen.setdefault(item.casefold(), item)
     return list(seen.values())

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .answer_types import kind
-from .copying import NAMES, Copied, list_items
+from .copying import LEADING_ARTICLE, NAMES, Copied, list_items
 from .focus import subject_pages
 from .grounding import names
 
@@ -117,8 +117,11 @@ def _forms(nouns: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(out))
 
 
+_PLURAL = {v: k for k, v in _IRREGULAR.items()}
+
+
 def _word_pattern(singular: str) -> str:
-    plural = {v: k for k, v in _IRREGULAR.items()}.get(singular)
+    plural = _PLURAL.get(singular)
     forms = {singular, plural or "", singular + "s", singular + "es", singular + "x"}
     if singular.endswith("y"):
         forms.add(singular[:-1] + "ies")
@@ -139,7 +142,6 @@ class Group:
     items: tuple[str, ...]
 
 
-_ARTICLE = re.compile(r"^(?:(?:the|le|la|les)\s+|l['’]\s*)", re.I)  # not the "Le" of "Leo"
 _LEAD = re.compile(
     r"(?:\s+of\s+(?:his|her|their|its)\s+own)?\s*"
     r"(?:[,:]|(?:are|were|is|was|include|includes|sont|est)\b)?\s*:?\s*"
@@ -177,12 +179,12 @@ def _groups(question: str, sentences: Sequence[str], nouns: Sequence[str]) -> li
             who = {w.casefold() for w in subject.group(1).split()} if subject else set()
             if who and not (who <= asked or who & _PRONOUNS):
                 continue  # "Bonnas has five children"
-            if (one := _ONE_OF.search(clause)) and _stated(one.group(1) + " "):
+            if (one := _ONE_OF.search(clause)) and _number(one.group(1)) is not None:
                 continue  # "the eldest of four children": the family she is one of
             stated = _stated(clause)
             rest = sentence[m.end() :]
             lead = _LEAD.match(rest)
-            listed = _NEXT_LABEL.sub("", _ARTICLE.sub("", rest[lead.end() :]))
+            listed = _NEXT_LABEL.sub("", LEADING_ARTICLE.sub("", rest[lead.end() :]))
             found = NAMES.match(listed) if lead.group(0) else None
             items = tuple(list_items([found.group(0)])) if found else ()
             if stated is not None or items:
@@ -194,14 +196,16 @@ def _is_label(item: str, sentence: str) -> bool:
     return bool(re.search(rf"(?<![\w-]){re.escape(item)}\s*:", sentence))
 
 
+def _number(word: str) -> int | None:
+    w = word.casefold()
+    return int(w) if w.isdigit() else _NUMBERS.get(w)
+
+
 def _stated(before: str) -> int | None:
     """The number right before the noun, or one word before it ("two younger brothers")."""
     for word in before.split()[-1:-3:-1]:
-        w = word.casefold()
-        if w in _NUMBERS:
-            return _NUMBERS[w]
-        if w.isdigit():
-            return int(w)
+        if (n := _number(word)) is not None:
+            return n
     return None
 
 
@@ -233,7 +237,7 @@ def from_page(
     if not groups:
         return None
     members: list[str] = []
-    asked = names(question)
+    named = names(question)
     for g in groups:
         items = list(g.items)
         if model is not None and not model.abstained and g.sentence in model.sentences:
@@ -241,32 +245,26 @@ def from_page(
             # labels ("Son" of "Daughter: Mia; Son: Leo")
             said = sentences[g.sentence]
             items += [x for x in model.items if x in said and not _is_label(x, said)]
-        items = [x for x in list_items(items) if x.casefold() not in asked]
+        items = [x for x in list_items(items) if x.casefold() not in named]
         for x in items:
             if not any(_same(x, y) for y in members):
                 members.append(x)
     # A number stated for the whole ("four children") is the count; else the numbers of
-    # its parts add up ("two sons ... a daughter"). A mention repeated counts once.
-    by_noun: dict[str, int] = {}
+    # its parts add up ("two sons ... a daughter"). A mention repeated counts once; two
+    # numbers for one noun ("180 copies were printed", "49 copies survive") say two things:
+    # the one in the sentence the model chose counts, else the model's own answer stands.
+    numbers: dict[str, set[int]] = {}
     for g in groups:
         if g.stated is not None:
-            by_noun[g.noun] = max(by_noun.get(g.noun, 0), g.stated)
-    # Two numbers for one noun ("180 copies were printed", "49 copies survive") say two
-    # things: the one in the sentence the model chose, else the model's own answer.
-    for noun in by_noun:
-        said = {g.stated for g in groups if g.noun == noun and g.stated is not None}
+            numbers.setdefault(g.noun, set()).add(g.stated)
+    chose = set(model.sentences) if model is not None else set()
+    by_noun: dict[str, int] = {}
+    for noun, said in numbers.items():
         if len(said) > 1:
-            chosen = {
-                g.stated
-                for g in groups
-                if g.noun == noun
-                and g.stated is not None
-                and model
-                and g.sentence in model.sentences
-            }
-            if len(chosen) != 1:
+            said = {g.stated for g in groups if g.noun == noun and g.sentence in chose} - {None}
+            if len(said) != 1:
                 return None
-            by_noun[noun] = chosen.pop()
+        by_noun[noun] = said.pop()
     whole = [by_noun[n] for n in nouns if n in by_noun]
     stated = max(whole) if whole else sum(by_noun.values())
     total = max(len(members), stated)

@@ -220,7 +220,7 @@ def judge_written(question: str, generated: str, chosen: Focus, min_support: flo
         for sentence, rank in zip(chosen.sentences, chosen.ranks, strict=True)
         if support(raw, [sentence], question) == 1.0
     ]
-    # The rules on type and numbers, over the sentences that hold it.
+    # The rules of type, echo, numbers and names, over the sentences that hold it.
     said = [sentence for sentence, _ in held] or chosen.sentences
     if not (
         fits(question, raw)
