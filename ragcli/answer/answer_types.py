@@ -18,13 +18,17 @@ _YES_NO = re.compile(
     re.I,
 )
 _OR = re.compile(r"\b(?:or|ou)\b", re.I)
+# A question may open with what it is about and ask in its last clause ("I rely on
+# luser_relay; do I need to ...?", "When the server starts, does it ...?").
+_CLAUSE = re.compile(r"[;:,]\s+")
 
 
 def kind(question: str) -> str:
     """The shape of answer: ``count``, ``yesno`` or ``span``."""
     if _COUNT.search(question):
         return "count"
-    if _YES_NO.match(question) and not _OR.search(question):
+    asks = _CLAUSE.split(question)[-1]
+    if (_YES_NO.match(question) or _YES_NO.match(asks)) and not _OR.search(question):
         return "yesno"
     return "span"
 

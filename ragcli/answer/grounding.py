@@ -153,6 +153,11 @@ def found_in(word: str, vocab: set[str]) -> bool:
     return len(parts) > 1 and all(p in vocab for p in parts)
 
 
+def as_digits(word: str) -> str:
+    """A number word in digits ("zero" -> "0"); any other word as it is."""
+    return _NUMBER_WORDS.get(word.lower(), word)
+
+
 def _is_count(word: str) -> bool:
     value = _NUMBER_WORDS.get(word, word)
     return value.isdigit() and int(value) <= MAX_COUNT

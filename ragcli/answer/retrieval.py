@@ -95,10 +95,13 @@ def fuse(rankings: list[list[int]], k: int) -> list[tuple[int, float]]:
     for ranking in rankings:
         for rank, i in enumerate(ranking, 1):
             scores[i] = scores.get(i, 0.0) + 1.0 / (RRF_K + rank)
-    top = sorted(scores.items(), key=lambda kv: -kv[1])[:k]
-    chosen = {i for i, _ in top}
-    firsts = [i for i in dict.fromkeys(r[0] for r in rankings if r) if i not in chosen][:k]
-    return top[: k - len(firsts)] + [(i, scores[i]) for i in firsts]
+    ordered = sorted(scores, key=lambda i: -scores[i])
+    firsts = list(dict.fromkeys(r[0] for r in rankings if r))[:k]
+    # A first already among the fused top k keeps its place there; the best others fill
+    # the places left, and firsts ranked lower come last.
+    kept = set(firsts) | set([i for i in ordered if i not in firsts][: k - len(firsts)])
+    head = [i for i in ordered[:k] if i in kept]
+    return [(i, scores[i]) for i in head + [i for i in firsts if i not in head]]
 
 
 @dataclass(frozen=True)

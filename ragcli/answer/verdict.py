@@ -4,11 +4,13 @@ The model proposes; these rules dispose. A copied answer (answer/copying.py; a c
 the page the question names is the tool's, answer/counting.py) is withheld, in this order,
 when the model abstained; when its own first token was not in the sentences (it wanted an
 answer from memory: on our sets a rule that catches many answers to unanswerable questions
-and almost no right ones); when the span is not of the type the question asks for
-(answer/answer_types.py); when it says nothing the question does not (asked what punctured
-the tyre, "tyre"); when a version or year the question gives is in neither the answer's
-sentences nor the passage and headings before them; when a name from code the question
-gives is not in the answer's passages; and when the fitted rule over the measured signals
+and almost no right ones), unless it was the answer's first word in another case or in
+digits ("0" where the page says "zero"); when the span is not of the type the question
+asks for (answer/answer_types.py); when it says nothing the question does not (asked what
+punctured the tyre, "tyre"); when a version or year the question gives is in neither the
+answer's sentences nor the passage and headings before them; when a name from code the
+question gives is not in the answer's passages ("Yes" and "No": in any passage shown);
+and when the fitted rule over the measured signals
 (answer/answerable.py, answer/verify.py) scores it below ``min_answerable``. A freely
 written answer (``copy_answers = false``, a server) stands when enough of its words are in
 the sentences shown and it passes the same rules of type, echo, numbers and names over the
@@ -25,7 +27,7 @@ from typing import TYPE_CHECKING
 
 from . import answerable, copying, verify
 from .answer_types import fits, kind
-from .grounding import content_words, support
+from .grounding import as_digits, content_words, support
 from .language import say
 from .prompt import IDK, clean_answer, is_refusal
 
@@ -140,12 +142,14 @@ def signals(
         "similarity": round(chosen.best_similarity, 4),
         "idk_prob": round(dec.first_fixed_prob[0], 4) if dec.first_fixed_prob else 0.0,
         "overruled": dec.overruled,
-        "first_overruled": float(dec.first_overruled),
+        "first_overruled": float(
+            dec.first_overruled and not same_start(dec.first_wanted, copied.text)
+        ),
         "logprob": round(dec.logprob / max(dec.steps, 1), 4),
         **answerable.lexical(question, chosen.sentences, [h.chunk.text for h in hits]),
     }
     if not copied.abstained:
-        shown = _shown(chosen, hits, copied)
+        shown = _shown(chosen, hits, copied.sentences)
         out.update(answerable.subject(question, [(c.heading, s) for c, s in shown], rare_words))
         if engine is not None:
             asked = verify.answerable(engine, question, chosen.sentences, use_cache, chosen.leads)
@@ -156,12 +160,25 @@ def signals(
     return out
 
 
-def _shown(chosen: Focus, hits: Sequence[Hit], copied: Copied) -> list:
-    """(passage, sentence) of each sentence the answer was copied from."""
+def same_start(wanted: str, answer: str) -> bool:
+    """Whether the token the model wanted first starts ``answer`` all the same: in another
+    case, or as digits where the text spells the number out ("0" for "zero"). Such an
+    answer is the model's own choice, not one the constraint forced on it."""
+    words = answer.split()
+    want = wanted.strip().casefold()
+    if not want or not words:
+        return False
+    first = words[0].casefold()
+    return first.startswith(want) or (want.isdigit() and as_digits(first.strip(".,;:")) == want)
+
+
+def _shown(chosen: Focus, hits: Sequence[Hit], indexes: Sequence[int]) -> list:
+    """(passage, sentence) of the sentences shown at ``indexes`` (those an answer was
+    copied from)."""
     by_rank = {h.rank: h.chunk for h in hits}
     return [
         (by_rank[chosen.ranks[i]], chosen.sentences[i])
-        for i in copied.sentences
+        for i in indexes
         if chosen.ranks[i] in by_rank
     ]
 
@@ -180,7 +197,10 @@ def judge_copied(
     if copied.abstained:
         return _withheld(question, generated.strip(), "model_abstained", signals=measured)
     text = copied.text
-    shown = _shown(chosen, hits, copied)
+    # "Yes" or "No" is copied from no one sentence: the names and numbers the question
+    # gives are looked for in all the sentences shown.
+    every = range(len(chosen.sentences))
+    shown = _shown(chosen, hits, copied.sentences) or _shown(chosen, hits, every)
     # A passage may begin under one heading and run on into the next section: the
     # sentence's own section is named in the passage text before it.
     before = [f"{c.title} {c.heading} {_up_to(c.text, s)}" for c, s in shown]

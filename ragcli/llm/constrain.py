@@ -100,6 +100,7 @@ class SpanDecoder:
     steps: int = field(default=0, init=False)
     overruled: int = field(default=0, init=False)  # steps where the model wanted another token
     first_overruled: bool = field(default=False, init=False)
+    first_wanted: str = field(default="", init=False)  # the model's own first token, if overruled
     first_fixed_prob: list[float] = field(default_factory=list, init=False)
     logprob: float = field(default=0.0, init=False)  # of the chosen tokens, whole vocabulary
 
@@ -160,10 +161,12 @@ class SpanDecoder:
                 toks = [t for t, cs in allowed.items() if any(c.source == s for c in cs)]
                 mass = float(np.exp(logits[toks] - norm).sum()) if toks else 0.0
                 self.first_fixed_prob.append(mass)
-        if int(np.argmax(logits)) != best:
+        wanted = int(np.argmax(logits))
+        if wanted != best:
             self.overruled += 1
             if self.steps == 0:
                 self.first_overruled = True
+                self.first_wanted = self.vocab.pieces[wanted].decode("utf-8", "replace")
         self.logprob += float(logits[best]) - norm
         self.steps += 1
         self._allowed = allowed

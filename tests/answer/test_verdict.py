@@ -54,11 +54,32 @@ Chaque année, le 8 décembre, les habitants posent des bougies sur le rebord de
 fenêtres. Cette tradition remonte à 1852.
 """
 
+QUILL = """# quill
+
+quill is a small command-line tool that formats Markdown tables in place.
+
+## Exit status
+
+When every table is already tidy, quill exits with a zero status. It exits with status
+one when it rewrote a file, and with status two when a file could not be read.
+
+## Settings
+
+The wrap_width setting only takes effect when align_cells is switched on, so a user who
+sets wrap_width must turn align_cells on as well.
+"""
+
 
 @pytest.fixture(scope="module")
 def asker(tmp_path_factory, embedder):
     docs = tmp_path_factory.mktemp("docs")
-    pages = (("ann-lee.md", ANN), ("ola-berg.md", OLA), ("loire.md", LOIRE), ("lyon.md", LYON))
+    pages = (
+        ("ann-lee.md", ANN),
+        ("ola-berg.md", OLA),
+        ("loire.md", LOIRE),
+        ("lyon.md", LYON),
+        ("quill.md", QUILL),
+    )
     for name, text in pages:
         (docs / name).write_text(text)
     index = tmp_path_factory.mktemp("index") / "index"
@@ -99,6 +120,24 @@ def test_a_date_is_not_an_answer_to_where(asker):
     # The page gives the day she was born, not the place.
     assert not a.answered, (a.answer, a.raw_answer, a.reason)
     assert a.answer == "I don't know"
+
+
+def test_a_number_the_page_spells_out_stands(asker):
+    # The model's own first choice is "0", which the page writes "zero": the same answer,
+    # not one the copying constraint forced on it.
+    a = asker.ask("What exit status does quill return when every table is already tidy?")
+    assert (a.answered, a.answer) == (True, "zero"), (a.raw_answer, a.reason)
+
+
+def test_a_yes_no_question_may_ask_in_its_last_clause(asker):
+    a = asker.ask("I set wrap_width in quill; do I need to turn align_cells on too?")
+    assert (a.answered, a.answer) == (True, "Yes"), (a.raw_answer, a.reason)
+
+
+def test_a_yes_no_answer_to_a_question_naming_settings_stands(asker):
+    # "Yes" is copied from no one sentence: the names are looked for in all that is shown.
+    a = asker.ask("Does wrap_width need align_cells to be switched on?")
+    assert (a.answered, a.answer) == (True, "Yes"), (a.raw_answer, a.reason)
 
 
 def test_a_french_question_is_answered_in_french(asker):

@@ -10,7 +10,7 @@ from ragcli.answer.answer_cache import AnswerCache, asks_alike
 from ragcli.answer.answer_types import fits, kind, wants
 from ragcli.answer.language import detect, say
 from ragcli.answer.retrieval import lowercase_names
-from ragcli.answer.verdict import adds_something, code_names_named, numbers_named
+from ragcli.answer.verdict import adds_something, code_names_named, numbers_named, same_start
 
 
 @pytest.mark.parametrize(
@@ -54,6 +54,24 @@ def test_french_count_and_yes_no_shapes():
     assert kind("Combien d'écluses y a-t-il sur le canal ?") == "count"
     assert kind("Quel est le nombre d'affluents ?") == "count"
     assert kind("Est-ce que le comté est pasteurisé ?") == "yesno"
+
+
+def test_a_yes_no_question_may_ask_in_its_last_clause():
+    assert kind("I rely on luser_relay; do I need to disable local_recipient_maps?") == "yesno"
+    assert kind("When the server starts, does it read main.cf again?") == "yesno"
+    assert kind("Selon la fiche, est-ce que le comté est pasteurisé ?") == "yesno"
+    assert kind("Looking at the ps output, how do I tell the build apart?") == "span"
+    assert kind("In Python 3, is it a list or a tuple?") == "span"
+
+
+def test_the_models_first_token_agrees_in_another_case_or_spelled_out():
+    assert same_start("0", "zero")
+    assert same_start("3", "three bowls")
+    assert same_start("the", "The Miller")
+    assert same_start(" Feb", "February 1991")
+    assert not same_start("December", "February 1991")
+    assert not same_start("3", "2 (Ada, Bo)")
+    assert not same_start("", "zero")
 
 
 def test_the_tool_speaks_the_language_of_the_question():
