@@ -169,7 +169,10 @@ def same_start(wanted: str, answer: str) -> bool:
     if not want or not words:
         return False
     first = words[0].casefold()
-    return first.startswith(want) or (want.isdigit() and as_digits(first.strip(".,;:")) == want)
+    if want.isdigit():
+        return as_digits(first.strip(".,;:")) == want or first.startswith(want)
+    # One letter begins too many words to say which one the model meant ("a" of "Apple").
+    return first == want or (len(want) > 1 and first.startswith(want))
 
 
 def _shown(chosen: Focus, hits: Sequence[Hit], indexes: Sequence[int]) -> list:

@@ -72,6 +72,8 @@ def test_the_models_first_token_agrees_in_another_case_or_spelled_out():
     assert not same_start("December", "February 1991")
     assert not same_start("3", "2 (Ada, Bo)")
     assert not same_start("", "zero")
+    assert not same_start("a", "Apple")
+    assert same_start("a", "A")
 
 
 def test_the_tool_speaks_the_language_of_the_question():
