@@ -10,12 +10,11 @@ asks for (answer/answer_types.py); when it says nothing the question does not (a
 punctured the tyre, "tyre"); when a version or year the question gives is in neither the
 answer's sentences nor the passage and headings before them; when a name from code the
 question gives is not in the answer's passages ("Yes" and "No": in any passage shown);
-and when the fitted rule over the measured signals
-(answer/answerable.py, answer/verify.py) scores it below ``min_answerable``. A freely
-written answer (``copy_answers = false``, a server) stands when enough of its words are in
-the sentences shown and it passes the same rules of type, echo, numbers and names over the
-sentences that hold it. What the user reads ("I don't know", "Yes") is in the question's
-language.
+and when the fitted rule over the measured signals (answer/answerable.py,
+answer/verify.py) scores it below ``min_answerable``. A freely written answer
+(``copy_answers = false``, a server) stands when enough of its words are in the sentences
+shown and it passes the same rules of type, echo, numbers and names over the sentences
+that hold it. What the user reads ("I don't know", "Yes") is in the question's language.
 """
 
 from __future__ import annotations
