@@ -17,7 +17,8 @@ _YES_NO = re.compile(
     r"est-ce\s+que?|est-ce\s+qu['’])\b",
     re.I,
 )
-_OR = re.compile(r"\b(?:or|ou)\b", re.I)
+# A question that offers alternatives ("A or B?") is answered by one of them.
+ALTERNATIVES = re.compile(r"\b(?:or|ou)\b", re.I)
 # A question may open with what it is about and ask in its last clause ("I rely on
 # luser_relay; do I need to ...?", "When the server starts, does it ...?").
 _CLAUSE = re.compile(r"[;:,]\s+")
@@ -28,7 +29,7 @@ def kind(question: str) -> str:
     if _COUNT.search(question):
         return "count"
     asks = _CLAUSE.split(question)[-1]
-    if (_YES_NO.match(question) or _YES_NO.match(asks)) and not _OR.search(question):
+    if (_YES_NO.match(question) or _YES_NO.match(asks)) and not ALTERNATIVES.search(question):
         return "yesno"
     return "span"
 

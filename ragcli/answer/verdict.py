@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from . import answerable, copying, verify
-from .answer_types import fits, kind
+from .answer_types import ALTERNATIVES, fits, kind
 from .grounding import as_digits, content_words, support
 from .language import say
 from .prompt import IDK, clean_answer, is_refusal
@@ -98,7 +98,6 @@ def code_names_named(question: str, evidence: Sequence[str]) -> bool:
 
 
 _ELISION = re.compile(r"^(?:[ldjmnst]|qu)['’]", re.I)
-_ALTERNATIVES = re.compile(r"\b(?:or|ou)\b", re.I)
 
 
 def _bare(text: str) -> set[str]:
@@ -111,7 +110,7 @@ def adds_something(question: str, answer: str) -> bool:
     """Whether the answer says more than the question: asked what punctured the tyre, the
     model copies "tyre"; asked what a format's name stands for, the format's name. A
     question that offers alternatives ("A or B?") is answered by one of its own words."""
-    if kind(question) != "span" or _ALTERNATIVES.search(question):
+    if kind(question) != "span" or ALTERNATIVES.search(question):
         return True
     said = _bare(answer)
     return not said or not said <= _bare(question)
@@ -201,8 +200,7 @@ def judge_copied(
     text = copied.text
     # "Yes" or "No" is copied from no one sentence: the names and numbers the question
     # gives are looked for in all the sentences shown.
-    every = range(len(chosen.sentences))
-    shown = _shown(chosen, hits, copied.sentences) or _shown(chosen, hits, every)
+    shown = _shown(chosen, hits, copied.sentences or range(len(chosen.sentences)))
     # A passage may begin under one heading and run on into the next section: the
     # sentence's own section is named in the passage text before it.
     before = [f"{c.title} {c.heading} {_up_to(c.text, s)}" for c, s in shown]
