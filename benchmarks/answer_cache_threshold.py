@@ -22,8 +22,9 @@ from typing import Annotated
 import typer
 
 from ragcli import Answer, Rag
-from ragcli.answer.answer_cache import SIMILARITY_SLACK, numbers, unit
+from ragcli.answer.answer_cache import SIMILARITY_SLACK, unit
 from ragcli.answer.evaluation import QAItem, is_correct
+from ragcli.answer.question import Question
 from ragcli.cli.bench.common import QuestionSetArg, exit_on_mismatch, status_line
 from ragcli.cli.failures import handle_errors
 from ragcli.cli.options import IndexOpt, JsonOpt, ModelOpt, QuietOpt, settings
@@ -119,7 +120,7 @@ def measure_pairs(
                     original,
                     float(qv @ vv),
                     qids == vids,
-                    numbers(original) == numbers(v.question),
+                    Question.parse(original).numbers == Question.parse(v.question).numbers,
                 )
             )
     return pairs

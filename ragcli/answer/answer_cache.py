@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import sqlite3
 import threading
 import time
@@ -32,7 +31,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from . import answer_types
+from .question import Question
 
 FILE = "answers.sqlite"
 SCHEMA = 2
@@ -52,21 +51,14 @@ _FIELDS: dict[str, type | tuple[type, ...]] = {
 T = TypeVar("T")
 
 
-_NUMBER = re.compile(r"\d+(?:[.,:]\d+)*")
-
-
-def numbers(question: str) -> frozenset[str]:
-    """The numbers a question names (years, versions, counts): they must match to reuse."""
-    return frozenset(_NUMBER.findall(question))
-
-
-def _shape(question: str) -> tuple[str, str]:
-    return answer_types.kind(question), answer_types.wants(question)
-
-
-def asks_alike(question: str, other: str) -> bool:
-    """Whether two questions name the same numbers and want the same type of answer."""
-    return numbers(question) == numbers(other) and _shape(question) == _shape(other)
+def asks_alike(question: Question, other: Question) -> bool:
+    """Whether two questions name the same numbers (years, versions, counts) and want the
+    same type of answer."""
+    return (question.numbers, question.shape, question.wants) == (
+        other.numbers,
+        other.shape,
+        other.wants,
+    )
 
 
 def cache_key(parts: dict[str, Any]) -> str:
@@ -200,7 +192,7 @@ class AnswerCache:
 
         return self._run(work, False)
 
-    def lookup(self, key: str, question: str, vector: np.ndarray) -> CachedAnswer | None:
+    def lookup(self, key: str, question: Question, vector: np.ndarray) -> CachedAnswer | None:
         """The cached answer under ``key`` whose question asks alike (:func:`asks_alike`)
         and is most similar to ``vector``, if that reaches the threshold."""
         q = unit(vector)
@@ -215,7 +207,7 @@ class AnswerCache:
                 if data is None:  # damaged: never served, and gone for the next time
                     db.execute("DELETE FROM answers WHERE id = ?", (row_id,))
                     continue
-                if not asks_alike(question, cached_q):
+                if not asks_alike(question, Question.parse(cached_q)):
                     continue
                 sim = float(np.frombuffer(blob, dtype=np.float32) @ q)
                 if best is None or sim > best[0]:

@@ -87,7 +87,14 @@ _TYPES: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"où\b|d['’]où\b|"
             r"(?:dans|à|a|en|de|vers|sur)\s+(?:quelle|quel)\s+(?:ville|pays|village|région|"
             r"region|lieu|île|ile|continent|département|departement|fleuve)\b|"
-            r"(?:quelle|quel)\s+(?:ville|pays|village|région|region|lieu|île|ile)\b)",
+            r"(?:quelle|quel)\s+(?:ville|pays|village|région|region|lieu|île|ile)\b|"
+            r"(?:what|which)\s+(?:is|was|were|are)\s+(?:the\s+|his\s+|her\s+|their\s+|its\s+)?"
+            r"(?:place|birthplace|hometown|home\s+town|venue)\b|"
+            r"(?:quel|quelle)\s+est\s+(?:le\s+|la\s+|l['’]\s*|son\s+|sa\s+)?"
+            r"(?:lieu|ville|pays|région|region|endroit)\b)|"
+            # however it is put: "the place of birth of", "lieu de naissance"
+            r"\b(?:place|city|town|country)\s+of\s+(?:birth|death|residence|origin)\b|"
+            r"\bbirthplace\b|\blieu\s+de\s+(?:naissance|décès|deces|résidence|residence)\b",
             re.I,
         ),
     ),
@@ -107,10 +114,10 @@ _TYPES: tuple[tuple[str, re.Pattern[str]], ...] = (
 )
 
 
-def wants(question: str) -> str:
+def wants(question: str, shape: str) -> str:
     """The type of answer asked for: ``date``, ``place``, ``number``, ``person``,
-    ``yesno`` or ``other`` (no check)."""
-    if kind(question) == "yesno":
+    ``yesno`` or ``other`` (no check); ``shape`` is the question's :func:`kind`."""
+    if shape == "yesno":
         return "yesno"
     for name, pattern in _TYPES:
         if pattern.search(question):
@@ -118,17 +125,36 @@ def wants(question: str) -> str:
     return "other"
 
 
-def fits(question: str, answer: str) -> bool:
-    """Whether the answer is of the type the question asks for.
+def fits(want: str, answer: str) -> bool:
+    """Whether the answer is of the type ``want`` a question asks for (:func:`wants`).
 
     A "when" question is answered by something with a date in it, a "how much" one by a
     number; a "where" or "who" question is not answered by a date or a number alone
     (asked where someone was born, the model copies the year the page gives instead)."""
-    want = wants(question)
     if want == "date":
         return bool(_HAS_DATE.search(answer))
     if want == "number":
         return bool(_HAS_NUMBER.search(answer))
+    if want == "place" and _dated(answer):
+        return False
     if want in ("place", "person"):
         return not (_ONLY_DATE.match(answer) or _ONLY_NUMBER.match(answer))
     return True
+
+
+_YEAR_OR_MONTH = re.compile(rf"\b(?:1\d{{3}}|20\d{{2}}|{_MONTHS})\b", re.I)
+_MONTH = re.compile(rf"^(?:{_MONTHS})$", re.I)
+_CAPITALIZED = re.compile(r"(?<![\w'’-])[A-Z][\w'’-]+")
+# Words that open a date as a sentence may ("Born on ...", "Le 3 mai ..."): not names.
+_DATE_WORDS = frozenset(
+    "born died on in at the since around about from until le la les en né née mort morte "
+    "depuis vers du au".split()
+)
+
+
+def _dated(answer: str) -> bool:
+    """Whether ``answer`` is a date however it is put ("born on 12 March 1948", "le 3 mai
+    1961"): a year or a month, and no name beside the months'."""
+    if not _YEAR_OR_MONTH.search(answer):
+        return False
+    return all(_MONTH.match(w) or w.casefold() in _DATE_WORDS for w in _CAPITALIZED.findall(answer))

@@ -15,17 +15,21 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from .grounding import NAME, content_words, found_in, vocabulary
+from .grounding import found_in, vocabulary
+
+if TYPE_CHECKING:
+    from .question import Question
 
 
-def lexical(question: str, shown: Sequence[str], passages: Sequence[str]) -> dict[str, float]:
+def lexical(question: Question, shown: Sequence[str], passages: Sequence[str]) -> dict[str, float]:
     """How much of the question the shown sentences and the whole passages contain.
 
     ``coverage``: share of the question's content words found in the shown sentences;
     ``missing``: how many of them occur in none of the passages (a library, a version,
     a name the documents never mention)."""
-    words = list(dict.fromkeys(content_words(question)))
+    words = list(question.content)
     if not words:
         return {"coverage": 1.0, "missing": 0.0}
     shown_vocab = vocabulary(list(shown))
@@ -36,7 +40,7 @@ def lexical(question: str, shown: Sequence[str], passages: Sequence[str]) -> dic
 
 
 def subject(
-    question: str, evidence: Sequence[tuple[str, str]], rare: Callable[[list[str]], list[str]]
+    question: Question, evidence: Sequence[tuple[str, str]], rare: Callable[[list[str]], list[str]]
 ) -> dict[str, float]:
     """How much of what singles the question out is in the sentences the answer came from.
 
@@ -50,10 +54,10 @@ def subject(
     person asked about (docs/BENCHMARKS.md, "Answers on unseen documents").
     ``evidence_words``: the share of all the question's words found there: asked when
     someone was born, the model copies the year she settled somewhere."""
-    words = list(dict.fromkeys(content_words(question)))
+    words = list(question.content)
     if not evidence or not words:
         return {"subject_words": 1.0, "subject_names": 1.0, "evidence_words": 1.0}
-    names = {m.group(0).lower() for m in NAME.finditer(question.strip())}
+    names = question.capitalized
     apart = rare(words)
     shown = vocabulary([f"{heading} {sentence}" for heading, sentence in evidence])
 

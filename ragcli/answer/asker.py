@@ -29,7 +29,7 @@ from ..stores.base import package_version
 from . import copying, counting, verdict
 from .answer_cache import FILE as ANSWER_CACHE_FILE
 from .answer_cache import AnswerCache, CachedAnswer, cache_key
-from .focus import Focus, focus, subject_pages
+from .focus import Focus, focus
 from .prompt import (
     CHAT_EXAMPLES,
     CHAT_INSTRUCTIONS,
@@ -40,6 +40,7 @@ from .prompt import (
     Prompt,
     engine_prompt,
 )
+from .question import Question
 from .retrieval import Retriever, SearchResult
 from .verdict import Verdict
 
@@ -262,23 +263,28 @@ class Asker:
     def engine_loaded(self) -> bool:
         return self._engine_future is not None and self._engine_future.done()
 
-    def build_prompt(self, question: str, chosen: Focus) -> Prompt:
-        return engine_prompt(question, chosen.sentences, self.engine, chosen.leads)
+    def build_prompt(self, question: Question, chosen: Focus) -> Prompt:
+        return engine_prompt(
+            question.text, chosen.sentences, self.engine, chosen.leads, counts=question.counts
+        )
 
     def ask(self, question: str, on_text: OnText | None = None) -> Answer:
         """Answer ``question``; never raises for "no answer".
 
         The pipeline: the answer cache, names the index never holds, what the model reads,
-        the prompt, generation, the verdict (answer/verdict.py), and keeping it."""
+        the prompt, generation, the verdict (answer/verdict.py), and keeping it. The
+        question is read once (:class:`~ragcli.answer.question.Question`) and that reading
+        is what every stage gets."""
         started = time.perf_counter()
         s = self.settings
+        asked = Question.parse(question)
         found = self.retriever.search(question, s.top_k)
         timings = AnswerTimings(
             embed_ms=round(found.embed_ms, 2), search_ms=round(found.search_ms, 2)
         )
         cache, scope, key = self._answer_slot(found.hits, found.vector, found.generation)
         if cache is not None and key is not None:
-            hit = cache.lookup(key, question, found.vector)
+            hit = cache.lookup(key, asked, found.vector)
             if hit is not None:
                 if on_text:
                     on_text(hit.raw_answer)
@@ -310,24 +316,24 @@ class Asker:
                 generation=found.generation,
             )
 
-        if self.retriever.unknown_names(question):  # about something the documents never name
-            return answer(verdict.nothing_found(question), found.hits)
+        if self.retriever.unknown_names(asked):  # about something the documents never name
+            return answer(verdict.nothing_found(asked), found.hits)
         t0 = time.perf_counter()
-        hits, chosen = self.read(question, found)
+        asked, hits, chosen = self.read(asked, found)
         timings.focus_ms = _ms_since(t0)
         if not chosen.sentences or chosen.best_similarity < s.min_score:
-            return answer(verdict.nothing_found(question), hits)
+            return answer(verdict.nothing_found(asked), hits)
         t_wait = time.perf_counter()
         waited = not self.engine_loaded
-        prompt = self.build_prompt(question, chosen)
+        prompt = self.build_prompt(asked, chosen)
         if waited:  # what the question waited for the model, not the whole load
             timings.model_load_ms = _ms_since(t_wait)
-        judged = self._generate(question, prompt, hits, chosen, timings, started, on_text)
+        judged = self._generate(asked, prompt, hits, chosen, timings, started, on_text)
         return self._keep(cache, scope, key, found.vector, answer(judged, hits, prompt))
 
     def _generate(
         self,
-        question: str,
+        question: Question,
         prompt: Prompt,
         hits: list[Hit],
         chosen: Focus,
@@ -363,18 +369,19 @@ class Asker:
         )
         return verdict.judge_copied(question, copied, chosen, hits, measured, s, gen.text)
 
-    def read(self, question: str, found: SearchResult) -> tuple[list[Hit], Focus]:
-        """What the model reads for ``question``: the sentences chosen from the best passages
-        (all of a page the question names), and the hits they may come from."""
+    def read(self, question: Question, found: SearchResult) -> tuple[Question, list[Hit], Focus]:
+        """What the model reads for ``question``: the question with the pages it names among
+        the best passages, the sentences chosen from those passages (all of a page the
+        question names), and the hits they may come from."""
         s = self.settings
         hits = found.hits
         top = hits[: s.context_passages]
-        pages = subject_pages(question, top)
-        if pages:  # the question names a page: read all of it
-            rest = self.retriever.rest_of_pages(hits, pages, found.vector)
+        question = question.naming(question.pages_among(top))
+        if question.pages:  # the question names a page: read all of it
+            rest = self.retriever.rest_of_pages(hits, question.pages, found.vector)
             top, hits = top + rest, hits + rest
-        chosen = focus(question, top, self.retriever.embedder, len(top), s.context_sentences, pages)
-        return hits, chosen
+        chosen = focus(question, top, self.retriever.embedder, len(top), s.context_sentences)
+        return question, hits, chosen
 
     def _answer_slot(
         self, hits: list[Hit], vector, generation: str

@@ -15,13 +15,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..llm.constrain import Span, SpanDecoder, Vocabulary
-from .answer_types import kind
 from .prompt import IDK, context_text
+from .quantities import widen
 
 if TYPE_CHECKING:
     from ..records import Hit, StoredChunk
+    from .question import Question
 
-_ITEM_SPLIT = re.compile(r"\s*(?:[,;&]|\band\b|\bor\b|\bet\b|\bou\b)\s*", re.I)
+# Items of a list end at a comma (not one inside a number: "41,000", "2,5"), a semicolon,
+# "and", "or".
+_ITEM_SPLIT = re.compile(r"\s*(?:,(?!\d)|(?<!\d),|[;&]|\band\b|\bor\b|\bet\b|\bou\b)\s*", re.I)
 _NUMBER = re.compile(
     r"\b(\d[\d,.]*|zero|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|"
     r"thirteen|fourteen|fifteen|sixteen|seventeen|eighteen|nineteen|twenty)\b",
@@ -30,11 +33,12 @@ _NUMBER = re.compile(
 COUNT_TOKENS = 64  # a list of names needs more room than a span
 
 
-def decoder(question: str, context: Sequence[str], vocab: Callable[[], Vocabulary]) -> SpanDecoder:
+def decoder(
+    question: Question, context: Sequence[str], vocab: Callable[[], Vocabulary]
+) -> SpanDecoder:
     """The decoder for ``question`` over the sentences the model is shown."""
-    shape = kind(question)
-    fixed = (IDK, "Yes", "No") if shape == "yesno" else (IDK,)
-    return SpanDecoder(vocab, context_text(context), fixed, lists=shape == "count")
+    fixed = (IDK, "Yes", "No") if question.shape == "yesno" else (IDK,)
+    return SpanDecoder(vocab, context_text(context), fixed, lists=question.counts)
 
 
 @dataclass(frozen=True)
@@ -140,7 +144,7 @@ def one_list(
             per.setdefault(i, []).append(s)
     if not per:
         return list_items(listed(dec, spans)), []
-    copied = {i.casefold() for i in list_items(dec.items())}
+    copied = {i.casefold() for i in list_items(_texts(dec.sources[0], spans))}
     lists = {i: list_items(listed(dec, ss)) for i, ss in per.items()}
     folded = {i: {x.casefold() for x in items} for i, items in lists.items()}
     first = next(iter(per))
@@ -158,20 +162,50 @@ def _names_asked(item: str, question: str) -> bool:
     )
 
 
-def read(dec: SpanDecoder, question: str, context: Sequence[str]) -> Copied:
+def whole_numbers(raw: bytes, spans: list[Span], number_asked: bool) -> list[Span]:
+    """The copied spans with each number in them whole, as the page writes it
+    (answer/quantities.py), and no span that lies inside another: told to list, the
+    model copies "41", then takes the comma of "41,000" for a list's and goes on."""
+    text = raw.decode("utf-8", "replace")
+    out: list[Span] = []
+    for s in spans:
+        a = len(raw[: s.start].decode("utf-8", "replace"))
+        b = a + len(raw[s.start : s.end].decode("utf-8", "replace"))
+        a, b = widen(text, a, b, number_asked)
+        out.append(Span(s.source, len(text[:a].encode()), len(text[:b].encode())))
+    return [
+        s
+        for i, s in enumerate(out)
+        if not any(
+            o.start <= s.start and s.end <= o.end and (o != s or j < i)
+            for j, o in enumerate(out)
+            if j != i
+        )
+    ]
+
+
+def _texts(raw: bytes, spans: list[Span]) -> list[str]:
+    """The spans as text, leading spaces dropped, empty ones left out."""
+    texts = (raw[s.start : s.end].decode("utf-8", "replace").strip() for s in spans)
+    return [t for t in texts if t]
+
+
+def read(dec: SpanDecoder, question: Question, context: Sequence[str]) -> Copied:
     """The answer a finished decoder copied, counted for a "how many" question."""
     reply = dec.fixed_reply
     if reply is not None:
         text = dec.fixed[reply - 1]
         return Copied(text, text == IDK, [], [])
-    spans = [s for s in dec.spans if s.source == 0]
+    raw = dec.sources[0]
+    number_asked = question.wants == "number" or question.counts
+    spans = whole_numbers(raw, [s for s in dec.spans if s.source == 0], number_asked)
     where = offsets(context)
     sentences = sorted({i for s in spans for i in sentence_of(where, s.start, s.end)})
-    parts = dec.items()
+    parts = _texts(raw, spans)
     text = ", ".join(parts)
     if not parts:
         return Copied("", True, [], [])
-    if kind(question) == "count":
+    if question.counts:
         return counted(dec, spans, where, question, context)
     return Copied(text, False, sentences, [])
 
@@ -180,7 +214,7 @@ def counted(
     dec: SpanDecoder,
     spans: list[Span],
     where: list[tuple[int, int]],
-    question: str,
+    question: Question,
     context: Sequence[str],
 ) -> Copied:
     """The count of the one list the model copied from, whole: continued into the next
@@ -192,8 +226,8 @@ def counted(
     if sentences:
         more, sentences = _continued(dec, spans, where, items, sentences, context)
         items = list_items(items + more)
-        items = _of_kind(items, context[sentences[0]], question)
-    items = [i for i in items if not _names_asked(i, question)]
+        items = _of_kind(items, context[sentences[0]], question.text)
+    items = [i for i in items if not _names_asked(i, question.text)]
     named = [i for i in items if _CAPITAL.search(i)]
     if named and len(named) < len(items):  # "one brother", "a daughter" describe, not name
         items = named

@@ -18,29 +18,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .answer_types import kind
 from .copying import LEADING_ARTICLE, NAMES, Copied, list_items
-from .focus import subject_pages
-from .grounding import names
+from .question import singular
 
 if TYPE_CHECKING:
     from ..records import Hit
     from .focus import Focus
+    from .question import Question
 
-# The wholes a question may count, and the parts a page may list them by.
-_PARTS = {
-    "child": ("son", "daughter"),
-    "sibling": ("brother", "sister"),
-    "parent": ("mother", "father"),
-    "enfant": ("fils", "fille"),
-}
-_IRREGULAR = {
-    "children": "child",
-    "people": "person",
-    "men": "man",
-    "women": "woman",
-    "fils": "fils",
-}
 _NUMBERS = {
     w: n
     for n, ws in enumerate(
@@ -62,74 +47,6 @@ _NUMBERS = {
     )
     for w in ws
 }
-# Words that end the noun phrase of "how many ...": the verb or a preposition after it.
-_NP_END = frozenset(
-    "does do did has have had is are was were will would can could should may might "
-    "in on at for of to from with by that which who live lived there here "
-    "the a an this these those his her their its my your".split()
-)
-_EN = re.compile(r"\b(?:how\s+many|(?:the\s+)?number\s+of)\s+((?:[\w'’-]+\s*){1,4})", re.I)
-_FR = re.compile(r"\b(?:combien|nombre)\b.*?\b(?:de|d['’])\s*([\w'’-]+)", re.I)
-
-
-def _singular(word: str) -> str:
-    w = word.casefold()
-    if w in _IRREGULAR:
-        return _IRREGULAR[w]
-    if w.endswith("people"):
-        return w[: -len("people")] + "person"
-    if w.endswith("ies") and len(w) > 4:
-        return w[:-3] + "y"
-    if w.endswith(("eaux", "eux")):
-        return w[:-1]
-    if w.endswith("aux") and len(w) > 4:
-        return w[:-3] + "al"
-    if w.endswith(("s", "x")) and not w.endswith("ss") and len(w) > 3:
-        return w[:-1]
-    return w
-
-
-def asked_nouns(question: str) -> list[str]:
-    """What a count question counts, singular: ["child"] of "How many children does Ann
-    have?", ["brother", "sister"] of "How many brothers and sisters...", ["affluent"] of
-    "Combien la Loire a-t-elle d'affluents principaux ?"; [] when none is read."""
-    if m := _EN.search(question):
-        words = []
-        for w in m.group(1).split():
-            if w.casefold() in _NP_END or w[:1].isupper():
-                break
-            words.append(w.strip("'’"))
-        if "and" in words:  # "brothers and sisters"
-            return [_singular(w) for w in words if w != "and"][-2:]
-        # The head is the plural noun ("close friends", "countries co-hosted").
-        plural = [w for w in words if _singular(w) != w.casefold()]
-        return [_singular((plural or words)[-1])] if words else []
-    if m := _FR.search(question):
-        return [_singular(m.group(1))]
-    return []
-
-
-def _forms(nouns: Sequence[str]) -> list[str]:
-    """The nouns and their parts, singular, with the parts of a whole asked for."""
-    out = list(nouns)
-    for n in nouns:
-        out += _PARTS.get(n, ())
-    return list(dict.fromkeys(out))
-
-
-_PLURAL = {v: k for k, v in _IRREGULAR.items()}
-
-
-def _word_pattern(singular: str) -> str:
-    plural = _PLURAL.get(singular)
-    forms = {singular, plural or "", singular + "s", singular + "es", singular + "x"}
-    if singular.endswith("y"):
-        forms.add(singular[:-1] + "ies")
-    if singular.endswith("al"):
-        forms.add(singular[:-2] + "aux")
-    if singular.endswith("person"):
-        forms.add(singular[: -len("person")] + "people")
-    return "|".join(sorted((re.escape(f) for f in forms if f), key=len, reverse=True))
 
 
 @dataclass(frozen=True)
@@ -162,13 +79,13 @@ _ONE_OF = re.compile(
 _PRONOUNS = frozenset("he she they it his her their its il elle ils elles son sa ses".split())
 
 
-def _groups(question: str, sentences: Sequence[str], nouns: Sequence[str]) -> list[Group]:
-    """Each mention of ``nouns`` or their parts in ``sentences`` with a number before it or
-    names after it, that belongs to no one but the question's subject."""
-    asked = {w.casefold() for w in re.findall(r"\w+", question)}
-    noun = re.compile(
-        rf"(?<![\w-])(?:{'|'.join(_word_pattern(n) for n in _forms(nouns))})(?![\w-])", re.I
-    )
+def _groups(question: Question, sentences: Sequence[str]) -> list[Group]:
+    """Each mention in ``sentences`` of what the question counts, or of its parts, with a
+    number before it or names after it, that belongs to no one but the question's subject."""
+    asked = {w.casefold() for w in re.findall(r"\w+", question.text)}
+    noun = question.mention
+    if noun is None:
+        return []
     out = []
     for i, sentence in enumerate(sentences):
         for m in noun.finditer(sentence):
@@ -188,7 +105,7 @@ def _groups(question: str, sentences: Sequence[str], nouns: Sequence[str]) -> li
             found = NAMES.match(listed) if lead.group(0) else None
             items = tuple(list_items([found.group(0)])) if found else ()
             if stated is not None or items:
-                out.append(Group(i, _singular(m.group(0)), stated, items))
+                out.append(Group(i, singular(m.group(0)), stated, items))
     return out
 
 
@@ -216,7 +133,7 @@ def _same(a: str, b: str) -> bool:
 
 
 def from_page(
-    question: str,
+    question: Question,
     sentences: Sequence[str],
     on_subject_page: Sequence[bool],
     model: Copied | None = None,
@@ -229,15 +146,15 @@ def from_page(
     Names the ``model`` copied from a sentence that mentions the noun join that mention (a
     list a relative clause interrupts: "l'Allier, qui la rejoint ..., puis le Cher,
     l'Indre et la Vienne")."""
-    nouns = asked_nouns(question)
+    nouns = question.counted
     if not nouns or not any(on_subject_page):
         return None
     shown = [s if on else "" for s, on in zip(sentences, on_subject_page, strict=True)]
-    groups = _groups(question, shown, nouns)
+    groups = _groups(question, shown)
     if not groups:
         return None
     members: list[str] = []
-    named = names(question)
+    named = question.names
     for g in groups:
         items = list(g.items)
         if model is not None and not model.abstained and g.sentence in model.sentences:
@@ -275,12 +192,12 @@ def from_page(
     return Copied(text, False, used, members)
 
 
-def recount(question: str, chosen: Focus, hits: Sequence[Hit], copied: Copied) -> Copied:
+def recount(question: Question, chosen: Focus, hits: Sequence[Hit], copied: Copied) -> Copied:
     """``copied`` (the model's answer), or for a count question the count the shown
     sentences of the page it names state."""
-    if kind(question) != "count":
+    if not question.counts:
         return copied
-    pages = subject_pages(question, list(hits))
+    pages = question.pages
     path = {h.rank: h.chunk.path for h in hits}
     on_page = [path.get(rank) in pages for rank in chosen.ranks]
     return from_page(question, chosen.sentences, on_page, copied) or copied

@@ -30,6 +30,7 @@ from ..errors import UsageError
 from ..progress import OnStep, Step
 from .asker import Answer, AnswerTimings, Asker
 from .prompt import one_line
+from .question import Question
 from .retrieval import SearchResult
 
 MAX_ANSWER_WORDS = 40
@@ -160,7 +161,7 @@ def _context_hits(
     the whole passages they are chosen from (what sentence choice can at best keep)."""
     if not item.answerable:
         return None, None
-    _, chosen = asker.read(item.question, found)
+    _, _, chosen = asker.read(Question.parse(item.question), found)
     passages = found.hits[: asker.settings.context_passages]
     return (
         _names_an_alias(item, one_line(" ".join(chosen.sentences))),

@@ -11,16 +11,17 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..records import HEADING_SEP
-from .grounding import STOP, bare_words, names, strip_instructions
+from .grounding import STOP, strip_instructions
 
 if TYPE_CHECKING:
     from ..embed.base import Embedder
     from ..records import Chunk, Hit
+    from .question import Question
 
 WINDOW = 1  # neighbours kept either side of a chosen sentence
 # Passages far less similar than the best one are not read: on look-alike documents (one
@@ -131,24 +132,7 @@ def sentences(text: str, headings: bool = True) -> list[str]:
     return out
 
 
-def subject_pages(question: str, hits: list[Hit]) -> dict[str, str]:
-    """The pages among ``hits`` titled with a name the question gives: path -> title.
-
-    A page titled "Ann Lee" is where the facts of "Who is Ann Lee married to?" are; the
-    other passages are someone else's, and their sentences are what a small model copies
-    when the page is silent or says it in other words (a neighbour's spouse, a sibling's
-    children). The title must be named whole, and hold a capitalized word of the question."""
-    asked = bare_words(question)
-    named = names(question)
-    pages = {}
-    for h in hits:
-        words = bare_words(h.chunk.title)
-        if words and words <= asked and words & named:
-            pages[h.chunk.path] = h.chunk.title.casefold()
-    return pages
-
-
-def about(text: str, path: str, pages: dict[str, str]) -> bool:
+def about(text: str, path: str, pages: Mapping[str, str]) -> bool:
     """Whether ``text`` of the document at ``path`` may answer for the ``pages`` asked
     about: it is on one of them or names one in full. With no such page, any text may."""
     return not pages or path in pages or any(t in text.casefold() for t in pages.values())
@@ -221,6 +205,20 @@ def headings_of(heading: str) -> set[str]:
     return {_plain(h) for h in heading.split(HEADING_SEP) if h.strip()}
 
 
+def is_heading(text: str, chunks: Sequence[Chunk]) -> bool:
+    """Whether ``text`` is a heading of one of ``chunks`` (one the passage sits under, or a
+    Markdown heading line inside it): a section's title names what it is about and answers
+    nothing ("L'essentiel en 30 secondes" is no reason)."""
+    plain = _plain(text)
+    return any(
+        plain in headings_of(c.heading)
+        or any(
+            _plain(line) == plain for line in c.text.split("\n") if line.lstrip().startswith("#")
+        )
+        for c in chunks
+    )
+
+
 def readable(chunk: Chunk) -> list[tuple[int, str, list[str]]]:
     """The sentences of a passage the model may be shown: each with its place in it and
     the sentences before it there.
@@ -237,25 +235,23 @@ def readable(chunk: Chunk) -> list[tuple[int, str, list[str]]]:
 
 
 def focus(
-    question: str,
+    question: Question,
     hits: list[Hit],
     embedder: Embedder,
     passages: int,
     keep: int,
-    pages: dict[str, str] | None = None,
 ) -> Focus:
     """The ``keep`` best sentences of the top ``passages`` for ``question``, with neighbours.
 
-    When the question names a page (``pages``, found by
-    :func:`subject_pages` when not given), only sentences of that page or naming it are read.
+    When the question names a page (``question.pages``), only sentences of that page or
+    naming it are read.
     """
     # path, ordinal, index, sentence, rank, the sentences before it
     cands: list[tuple[str, int, int, str, int, list[str]]] = []
     seen: set[str] = set()
     top = hits[:passages]
     near = max((h.similarity for h in top), default=0.0) - PASSAGE_MARGIN
-    if pages is None:
-        pages = subject_pages(question, top)
+    pages = question.pages
     kept = {h.chunk.path for h in top if h.similarity >= near}
     for h in top:
         # A passage far behind the best is someone else's page, unless its page is read.
@@ -270,11 +266,20 @@ def focus(
     if not scored:
         return Focus([], [], -1.0)
     texts = [cands[i][3] for i in scored]
-    vecs = embedder.embed([question, *texts])
+    vecs = embedder.embed([question.text, *texts])
     sims = vecs[1:] @ vecs[0]
-    order = rank_sentences(question, texts, sims, [cands[i][4] for i in scored])
+    order = rank_sentences(question.text, texts, sims, [cands[i][4] for i in scored])
     pick: set[int] = set()
-    for i in (scored[o] for o in order[:keep]):
+    # A count of what the page the question names lists is read from every sentence of
+    # that page that mentions it: her brothers in one paragraph, her sisters in the next.
+    listing = [
+        i
+        for i in scored
+        if question.mention is not None
+        and cands[i][0] in pages
+        and question.mention.search(cands[i][3])
+    ]
+    for i in [*(scored[o] for o in order[:keep]), *listing]:
         pick.update(
             j
             for j in range(i - WINDOW, i + WINDOW + 1)

@@ -11,8 +11,6 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from .answer_types import kind
-
 _WORD = re.compile(r"[^\W_]+(?:[.,'’-][^\W_]+)*", re.UNICODE)
 STOP = frozenset(
     [
@@ -163,19 +161,18 @@ def _is_count(word: str) -> bool:
     return value.isdigit() and int(value) <= MAX_COUNT
 
 
-def support(answer: str, passages: list[str], question: str = "") -> float:
+def support(answer: str, passages: list[str], counts: bool = False) -> float:
     """Share of the answer's content words found in the passages (1.0 if none).
 
     Derived answers pass too: numbers written as words or digits either way, identifiers
-    written as their parts, and, for a "how many" question, a small count of what the
+    written as their parts, and, for a "how many" question (``counts``), a small count of what the
     passages list. Any other number that the passages do not hold makes the share 0.
     """
     words = content_words(answer)
     if not words:
         return 1.0
     vocab = vocabulary(passages)
-    counting = kind(question) == "count"
-    found = [found_in(w, vocab) or (counting and _is_count(w)) for w in words]
+    found = [found_in(w, vocab) or (counts and _is_count(w)) for w in words]
     numbers = [
         ok for w, ok in zip(words, found, strict=True) if w[0].isdigit() or w in _NUMBER_WORDS
     ]

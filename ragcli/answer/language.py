@@ -39,10 +39,9 @@ def detect(question: str) -> str:
     return "fr" if fr > en else "en"
 
 
-def say(text: str, question: str) -> str:
-    """``text`` (one of the tool's own replies, in English) in the question's language;
-    any other text as it is."""
-    lang = detect(question)
+def say(text: str, lang: str) -> str:
+    """``text`` (one of the tool's own replies, in English) in the language ``lang`` (a
+    question's :func:`detect`); any other text as it is."""
     if lang == "en":
         return text
     for key, english in WORDS["en"].items():

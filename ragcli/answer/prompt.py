@@ -13,7 +13,7 @@ import re
 from collections.abc import Sequence
 
 from ..llm.base import Engine, Prompt
-from .answer_types import kind
+from .question import Question
 
 # Asked "how many", a 1.5B model answers with a number it guesses; asked to list, it copies
 # the items, and the tool counts them (answer/copying.py).
@@ -22,7 +22,7 @@ LIST_HINT = "List each one the context names, separated by commas."
 IDK = "I don't know"
 # Part of the answer cache's key: raise it when a change to the prompt or to the answer
 # rules would change answers, so answers cached before are not served after.
-PROMPT_VERSION = 9  # 3 was tried and not kept (docs/BENCHMARKS.md)
+PROMPT_VERSION = 10  # 3 was tried and not kept (docs/BENCHMARKS.md)
 
 INSTRUCTIONS = (
     "Answer each question with a short phrase copied from its context. If the context does "
@@ -64,10 +64,10 @@ def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-def question_line(question: str) -> str:
-    """The question as the model reads it; a count question asks for the list."""
+def question_line(question: str, counts: bool) -> str:
+    """The question as the model reads it; a count question (``counts``) asks for the list."""
     line = f"Question: {one_line(question)}"
-    return f"{line}\n{LIST_HINT}" if kind(question) == "count" else line
+    return f"{line}\n{LIST_HINT}" if counts else line
 
 
 def context_text(context: Sequence[str]) -> str:
@@ -178,14 +178,18 @@ CHAT_EXAMPLES: tuple[tuple[str, str, str], ...] = (
 )
 
 
-def _chat_messages(question: str, ctx: str) -> list[dict[str, str]]:
+# The examples' own question lines: "the number of items" makes one a count question.
+_EXAMPLE_LINES = tuple(question_line(q, Question.parse(q).counts) for _, q, _ in CHAT_EXAMPLES)
+
+
+def _chat_messages(question: str, ctx: str, counts: bool) -> list[dict[str, str]]:
     messages: list[dict[str, str]] = [{"role": "system", "content": CHAT_INSTRUCTIONS}]
-    for c, q, a in CHAT_EXAMPLES:
+    for (c, _, a), line in zip(CHAT_EXAMPLES, _EXAMPLE_LINES, strict=True):
         messages += [
-            {"role": "user", "content": f"Context: {c}\n{question_line(q)}"},
+            {"role": "user", "content": f"Context: {c}\n{line}"},
             {"role": "assistant", "content": a},
         ]
-    messages.append({"role": "user", "content": f"{ctx}{question_line(question)}"})
+    messages.append({"role": "user", "content": f"{ctx}{question_line(question, counts)}"})
     return messages
 
 
@@ -207,11 +211,13 @@ def chat_prompt(
     bos: str,
     eos: str,
     leads: Sequence[Sequence[str]] = (),
+    counts: bool = False,
 ) -> Prompt:
-    """The same content through the model's own chat template (instruction-tuned models)."""
+    """The same content through the model's own chat template (instruction-tuned models);
+    ``counts``: a "how many" question, asked to list what it counts."""
     parts, before = pieces(context, leads)
     ctx = f"{LABEL} {context_text(context)}\n"
-    text = render_chat(template, _chat_messages(question, ctx), bos, eos)
+    text = render_chat(template, _chat_messages(question, ctx, counts), bos, eos)
     cut = text.rindex(ctx)
     end = cut + len(ctx)
     return Prompt(
@@ -244,11 +250,13 @@ def engine_prompt(
     context: Sequence[str],
     engine: Engine,
     leads: Sequence[Sequence[str]] = (),
+    counts: bool = False,
 ) -> Prompt:
     """The prompt ``engine`` reads: its chat template when the model has one, else the
     few-shot completion prompt. ``leads``: the sentences before each one of ``context`` in
-    its passage, see :class:`~ragcli.llm.base.Prompt`."""
+    its passage, see :class:`~ragcli.llm.base.Prompt`; ``counts``: a "how many" question
+    (:attr:`ragcli.answer.question.Question.counts`)."""
     if engine.chat_template:
         t = engine.chat_template
-        return chat_prompt(question, context, t, engine.bos, engine.eos, leads)
+        return chat_prompt(question, context, t, engine.bos, engine.eos, leads, counts)
     return completion_prompt(question, context, leads=leads)

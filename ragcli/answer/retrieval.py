@@ -23,10 +23,11 @@ from ..models import EmbeddingModelInfo, embedding_model
 from ..records import Hit
 from ..stores.base import IndexInfo, Store, lexical_terms
 from ..stores.factory import open_store
-from .grounding import names
 
 if TYPE_CHECKING:
     import numpy as np
+
+    from .question import Question
 
 RRF_K = 60  # reciprocal-rank fusion constant (Cormack et al.); ranks matter, not raw scores
 CANDIDATES = 30  # per retriever, before fusion
@@ -252,7 +253,7 @@ class Retriever:
             for i, c in enumerate(rest, 1)
         ]
 
-    def unknown_names(self, question: str) -> list[str]:
+    def unknown_names(self, question: Question) -> list[str]:
         """The names the question gives that no passage of the index holds.
 
         Pages that never say "Django" do not answer a question about Django, whatever
@@ -262,10 +263,10 @@ class Retriever:
         or a lower-case one that reads as a name (:func:`lowercase_names`: "fail2ban",
         "the attrs package"). A store whose BM25 finds nothing for the whole question (one
         without BM25) tells nothing here."""
-        asked = {n for n in names(question) if len(n) >= 3 and not _DEMONYM.search(n)}
-        asked |= set(lowercase_names(question))
+        asked = {n for n in question.names if len(n) >= 3 and not _DEMONYM.search(n)}
+        asked |= set(lowercase_names(question.text))
         with self.store.reading():
-            if not self.store.lexical_search(question, 1):
+            if not self.store.lexical_search(question.text, 1):
                 return []
             return [
                 name

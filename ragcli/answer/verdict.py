@@ -6,8 +6,9 @@ when the model abstained; when its own first token was not in the sentences (it 
 answer from memory: on our sets a rule that catches many answers to unanswerable questions
 and almost no right ones), unless it was the answer's first word in another case or in
 digits ("0" where the page says "zero"); when the span is not of the type the question
-asks for (answer/answer_types.py); when it says nothing the question does not (asked what
-punctured the tyre, "tyre"); when a version or year the question gives is in neither the
+asks for (answer/answer_types.py: a date is never a place); when it says nothing the
+question does not (asked what punctured the tyre, "tyre"); when it is a heading of its
+passage; when a version or year the question gives is in neither the
 answer's sentences nor the passage and headings before them; when a name from code the
 question gives is not in the answer's passages ("Yes" and "No": in any passage shown);
 and when the fitted rule over the measured signals (answer/answerable.py,
@@ -25,7 +26,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from . import answerable, copying, verify
-from .answer_types import ALTERNATIVES, fits, kind
+from .answer_types import ALTERNATIVES, fits
+from .focus import is_heading
 from .grounding import as_digits, content_words, support
 from .language import say
 from .prompt import IDK, clean_answer, is_refusal
@@ -37,6 +39,7 @@ if TYPE_CHECKING:
     from ..records import Hit
     from .copying import Copied
     from .focus import Focus
+    from .question import Question
 
 
 @dataclass
@@ -53,67 +56,52 @@ class Verdict:
     signals: dict[str, float] = field(default_factory=dict)
 
 
-def _withheld(question: str, raw: str, reason: str, **kw) -> Verdict:
-    return Verdict(False, say(IDK, question), raw, reason, **kw)
+def _withheld(question: Question, raw: str, reason: str, **kw) -> Verdict:
+    return Verdict(False, say(IDK, question.language), raw, reason, **kw)
 
 
-# A version ("3.11") or a year, standing alone: a number inside a name ("IEEE-754",
-# "UTF-8") names the subject, which the answer's own sentence need not repeat.
-_VERSION = re.compile(r"(?<![\w.-])(?:\d+(?:\.\d+)+|(?:1[5-9]|20)\d\d)(?![\w-]|\.\d)")
-
-
-def numbers_named(question: str, evidence: Sequence[str]) -> bool:
+def numbers_named(question: Question, evidence: Sequence[str]) -> bool:
     """Whether every version or year the question gives ("3.11", "1999") is in the ``evidence``
     (the answer's sentences with their headings): asked when 3.12 came out, the model
     copies the date of 3.11, whose sentence does not say 3.12."""
-    asked = set(_VERSION.findall(question))
-    if not asked:
+    if not question.versions:
         return True
     shown = " ".join(evidence)
-    return all(re.search(rf"(?<![\w.]){re.escape(n)}(?![\w]|\.\d)", shown) for n in asked)
+    return all(
+        re.search(rf"(?<![\w.]){re.escape(n)}(?![\w]|\.\d)", shown) for n in question.versions
+    )
 
 
-# A name from code: with an underscore in it (relay_domains, __next__, PyRun_SimpleString)
-# or dotted between words (str.split, concurrent.futures.ThreadPoolExecutor), a call's
-# brackets aside. A file's name (requirements.txt, main.cf) says where, not what is asked.
-_CODE_NAME = re.compile(
-    r"(?<![\w.])(?:\w*[A-Za-z]\w*_\w*|_\w+|[A-Za-z_]\w+(?:\.[A-Za-z_]\w+)+)(?:\(\))?(?![\w])"
-)
-_FILE_SUFFIX = re.compile(
-    r"\.(?:txt|cf|cfg|conf|ini|toml|json|ya?ml|py|pyc|md|rst|html?|sh|c|h|db|log)$", re.I
-)
-
-
-def code_names_named(question: str, evidence: Sequence[str]) -> bool:
+def code_names_named(question: Question, evidence: Sequence[str]) -> bool:
     """Whether every name from code the question gives is in the ``evidence`` (the passages
     of the answer's sentences, with their headings): asked for the default of one
     parameter, the model copies another's from the next entry of the same reference. Of a
     dotted name the last part must be there (the method, in its class's section)."""
-    asked = {m.group(0).removesuffix("()") for m in _CODE_NAME.finditer(question)}
-    asked = {n.rsplit(".", 1)[-1] for n in asked if not _FILE_SUFFIX.search(n)}
-    if not asked:
+    if not question.code_names:
         return True
     shown = " ".join(evidence)
-    return all(re.search(rf"(?<![\w.]){re.escape(n)}(?!\w)", shown, re.I) for n in asked)
+    return all(
+        re.search(rf"(?<![\w.]){re.escape(n)}(?!\w)", shown, re.I) for n in question.code_names
+    )
 
 
 _ELISION = re.compile(r"^(?:[ldjmnst]|qu)['’]", re.I)
 
 
-def _bare(text: str) -> set[str]:
+def _bare(words: Sequence[str]) -> set[str]:
     """Content words without an elided article or a plural ending: "l'ensilage" is
     "ensilage", "JSON" is "json"."""
-    return {_ELISION.sub("", w).removesuffix("s") for w in content_words(text)}
+    return {_ELISION.sub("", w).removesuffix("s") for w in words}
 
 
-def adds_something(question: str, answer: str) -> bool:
+def adds_something(question: Question, answer: str) -> bool:
     """Whether the answer says more than the question: asked what punctured the tyre, the
     model copies "tyre"; asked what a format's name stands for, the format's name. A
     question that offers alternatives ("A or B?") is answered by one of its own words."""
-    if kind(question) != "span" or ALTERNATIVES.search(question):
+    if question.shape != "span" or ALTERNATIVES.search(question.text):
         return True
-    said = _bare(answer)
-    return not said or not said <= _bare(question)
+    said = _bare(content_words(answer))
+    return not said or not said <= _bare(question.content)
 
 
 def _up_to(passage: str, sentence: str) -> str:
@@ -124,7 +112,7 @@ def _up_to(passage: str, sentence: str) -> str:
 
 
 def signals(
-    question: str,
+    question: Question,
     chosen: Focus,
     hits: Sequence[Hit],
     dec: SpanDecoder,
@@ -152,7 +140,7 @@ def signals(
         if engine is not None:
             asked = verify.answerable(engine, question, chosen.sentences, use_cache, chosen.leads)
             titled = [(c.title, s) for c, s in shown]
-            judged = verify.supported(engine, question, copied.text, titled, use_cache)
+            judged = verify.supported(engine, question.text, copied.text, titled, use_cache)
             out.update(asked=round(asked, 4), supported=round(judged, 4))
     out["answerable"] = round(answerable.probability(out), 4)
     return out
@@ -185,7 +173,7 @@ def _shown(chosen: Focus, hits: Sequence[Hit], indexes: Sequence[int]) -> list:
 
 
 def judge_copied(
-    question: str,
+    question: Question,
     copied: Copied,
     chosen: Focus,
     hits: Sequence[Hit],
@@ -206,8 +194,9 @@ def judge_copied(
     before = [f"{c.title} {c.heading} {_up_to(c.text, s)}" for c, s in shown]
     if (
         measured.get("first_overruled")
-        or not fits(question, text)
+        or not fits(question.wants, text)
         or not adds_something(question, text)
+        or is_heading(text, [c for c, _ in shown])
         or not numbers_named(question, before)
         or not code_names_named(question, [f"{c.title} {c.heading} {c.text}" for c, _ in shown])
         or measured["answerable"] < settings.min_answerable
@@ -216,7 +205,7 @@ def judge_copied(
     evidence = copying.evidence(copied, chosen.sentences, chosen.ranks, hits)
     return Verdict(
         True,
-        say(text, question),
+        say(text, question.language),
         generated.strip(),
         "answered",
         1.0,
@@ -226,24 +215,24 @@ def judge_copied(
     )
 
 
-def judge_written(question: str, generated: str, chosen: Focus, min_support: float) -> Verdict:
+def judge_written(question: Question, generated: str, chosen: Focus, min_support: float) -> Verdict:
     """The verdict on an answer the model wrote freely: it must come from what it was shown,
     and cites the sources of the sentences that hold every word of it."""
     raw = clean_answer(generated)
     if is_refusal(raw):
         return _withheld(question, raw, "model_abstained")
-    share = support(raw, chosen.sentences, question)
+    share = support(raw, chosen.sentences, question.counts)
     if share < min_support:
         return _withheld(question, raw, "not_supported", support=share)
     held = [
         (sentence, rank)
         for sentence, rank in zip(chosen.sentences, chosen.ranks, strict=True)
-        if support(raw, [sentence], question) == 1.0
+        if support(raw, [sentence], question.counts) == 1.0
     ]
     # The rules of type, echo, numbers and names, over the sentences that hold it.
     said = [sentence for sentence, _ in held] or chosen.sentences
     if not (
-        fits(question, raw)
+        fits(question.wants, raw)
         and adds_something(question, raw)
         and numbers_named(question, said)
         and code_names_named(question, said)
@@ -253,6 +242,6 @@ def judge_written(question: str, generated: str, chosen: Focus, min_support: flo
     return Verdict(True, raw, raw, "answered", share, cited=cited)
 
 
-def nothing_found(question: str) -> Verdict:
+def nothing_found(question: Question) -> Verdict:
     """No passage bears on the question: "I don't know" without asking the model."""
     return _withheld(question, "", "no_relevant_passages")

@@ -19,10 +19,14 @@ states that answer, the model said yes to its own answers, right or wrong.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from ..llm.base import Engine, Prompt
 from ..llm.constrain import Choice
 from .prompt import engine_prompt, one_line, render_chat
+
+if TYPE_CHECKING:
+    from .question import Question
 
 ANSWERABLE = "Does the context alone answer the question? Reply Yes or No."
 JUDGE = (
@@ -41,14 +45,16 @@ def _yes(engine: Engine, prompt: Prompt, use_cache: bool) -> float:
 
 def answerable(
     engine: Engine,
-    question: str,
+    question: Question,
     context: Sequence[str],
     use_cache: bool = True,
     leads: Sequence[Sequence[str]] = (),
 ) -> float:
     """The model's probability of "Yes" that ``context`` alone answers ``question``
     (``leads``: as the answer's prompt has them, so that its sentences are reused)."""
-    prompt = engine_prompt(f"{question} ({ANSWERABLE})", context, engine, leads)
+    prompt = engine_prompt(
+        f"{question.text} ({ANSWERABLE})", context, engine, leads, counts=question.counts
+    )
     return _yes(engine, prompt, use_cache)
 
 

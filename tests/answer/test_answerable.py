@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from ragcli.answer.answerable import subject
+from ragcli.answer.question import Question
 from ragcli.answer.retrieval import Retriever
 from ragcli.config import load_settings
 from ragcli.index.pipeline import build_index
@@ -41,7 +42,7 @@ def test_words_few_passages_hold_are_rare(retriever):
 
 
 def test_an_answer_copied_from_a_neighbours_page_does_not_name_the_subject(retriever):
-    question = "Who is the woman from Town7 married to?"
+    question = Question.parse("Who is the woman from Town7 married to?")
     own = [("Bo Park of Town7", "She is married to Partner7.")]
     neighbour = [("Cy Ode of Town8", "She is married to Partner8.")]
     # "woman" is on no page: rare, and in no answer's sentence.

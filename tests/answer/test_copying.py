@@ -10,6 +10,7 @@ import pytest
 from ragcli.answer.answer_types import kind
 from ragcli.answer.asker import Asker
 from ragcli.answer.copying import offsets, read
+from ragcli.answer.question import Question
 from ragcli.config import load_settings
 from ragcli.index.pipeline import build_index
 from ragcli.llm.constrain import Span, SpanDecoder, Vocabulary
@@ -132,7 +133,7 @@ def test_counted_items_are_distinct_and_split_at_and():
     dec = SpanDecoder(lambda: vocab, " ".join(context), ("I don't know",), lists=True)
     start = dec.sources[0].index(b"apples")
     dec.spans = [Span(0, start, start + len(b"apples, pears and quinces")), Span(0, 45, 51)]
-    out = read(dec, "How many fruits does the orchard grow?", context)
+    out = read(dec, Question.parse("How many fruits does the orchard grow?"), context)
     assert out.text == "3 (apples, pears, quinces)"  # "Apples" again is not a fourth
     assert out.sentences == [0]  # and the sentence it came from is not cited
     assert offsets(context) == [(0, 44), (45, 64)]
@@ -147,7 +148,7 @@ def _read(context: list[str], copied: list[str], question: str):
         start = dec.sources[0].index(text.encode())
         spans.append(Span(0, start, start + len(text.encode())))
     dec.spans = spans
-    return read(dec, question, context)
+    return read(dec, Question.parse(question), context)
 
 
 def test_a_list_of_names_cut_short_is_counted_whole():

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from ragcli.answer.copying import Copied
-from ragcli.answer.counting import asked_nouns, from_page
+from ragcli.answer.counting import from_page
+from ragcli.answer.question import Question, asked_nouns
 
 PAGE = [
     "Ada Wren is a weaver in Kelby.",
@@ -20,7 +21,7 @@ PAGE = [
 
 def _count(question: str, sentences=PAGE, on_page=None, model=None) -> str | None:
     on_page = [True] * len(sentences) if on_page is None else on_page
-    found = from_page(question, sentences, on_page, model)
+    found = from_page(Question.parse(question), sentences, on_page, model)
     return found.text if found else None
 
 
@@ -38,7 +39,7 @@ def _count(question: str, sentences=PAGE, on_page=None, model=None) -> str | Non
     ],
 )
 def test_what_a_question_counts(question, nouns):
-    assert asked_nouns(question) == nouns
+    assert list(asked_nouns(question)) == nouns
 
 
 def test_a_list_after_the_noun_is_counted():

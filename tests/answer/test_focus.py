@@ -1,6 +1,7 @@
 """How passages are cut into the sentences the model reads."""
 
 from ragcli.answer.focus import focus, sentences
+from ragcli.answer.question import Question
 from ragcli.index.formats.html import html_text
 from ragcli.records import Hit, StoredChunk
 
@@ -54,13 +55,19 @@ def test_a_list_is_one_sentence_led_by_its_heading():
     ]
 
 
+def _asked(text: str, hits: list[Hit]) -> Question:
+    """The question with the pages it names among the top four, as the asker reads it."""
+    question = Question.parse(text)
+    return question.naming(question.pages_among(hits[:4]))
+
+
 def test_sentences_far_from_the_best_passage_are_not_read(embedder):
     hits = [
         _hit(1, "ann.md", "Ann Lee", "Ann Lee is a potter. In 1990 Ann married Bo Park.", 0.70),
         _hit(2, "cy.md", "Cy Ode", "Cy Ode is a baker. Her husband is Dan Ode.", 0.45),
         _hit(3, "eve.md", "Eve Orr › Family", "Eve Orr is a weaver. She married Finn Orr.", 0.60),
     ]
-    chosen = focus("Who is the potter's husband?", hits, embedder, passages=4, keep=8)
+    chosen = focus(_asked("Who is the potter's husband?", hits), hits, embedder, passages=4, keep=8)
     assert "Her husband is Dan Ode." not in chosen.sentences  # 0.25 below the best
     assert "She married Finn Orr." in chosen.sentences  # 0.10 below: still read
     assert "In 1990 Ann married Bo Park." in chosen.sentences
@@ -73,7 +80,7 @@ def test_a_question_that_names_a_page_is_answered_from_it(embedder):
         _hit(3, "bo.md", "Bo Park", "Bo Park was born in 1950. He often visits Ann Lee.", 0.60),
         _hit(4, "ann.md", "Ann Lee › Friends", "Her friends are Cy and Bo.", 0.55),
     ]
-    chosen = focus("Who is Ann Lee's husband?", hits, embedder, passages=4, keep=8)
+    chosen = focus(_asked("Who is Ann Lee's husband?", hits), hits, embedder, passages=4, keep=8)
     # Her page, and the sentence of another page that names her; not Cy's husband, nor
     # Bo's birth year.
     assert sorted(chosen.sentences) == [
@@ -85,4 +92,4 @@ def test_a_question_that_names_a_page_is_answered_from_it(embedder):
     # A name without a page of its own, or a title the question does not give whole,
     # keeps every sentence.
     for question in ("Who is Dan's wife?", "Who is Ann's husband?"):
-        assert len(focus(question, hits, embedder, passages=4, keep=8).sentences) == 7
+        assert len(focus(_asked(question, hits), hits, embedder, 4, 8).sentences) == 7

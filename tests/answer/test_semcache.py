@@ -9,8 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ragcli.answer.answer_cache import FILE, AnswerCache, numbers
+from ragcli.answer.answer_cache import FILE, AnswerCache
 from ragcli.answer.asker import Asker
+from ragcli.answer.question import Question
 from ragcli.config import Settings, load_settings
 from tests.conftest import CORPORA
 
@@ -152,11 +153,15 @@ def test_the_size_bound_evicts_the_least_recently_used(tmp_path):
     for i in range(40):
         cache.store("scope", f"key{i}", f"question {i}", _vector(i), _fields(f"answer {i}"))
         if i == 5:
-            assert cache.lookup("key0", "question 0", _vector(0)) is not None  # key0 used
+            assert (
+                cache.lookup("key0", Question.parse("question 0"), _vector(0)) is not None
+            )  # key0 used
     st = cache.stats()
     assert 0 < st.entries < 40 and st.bytes <= 20_000
-    assert cache.lookup("key39", "question 39", _vector(39)).answer == "answer 39"
-    assert cache.lookup("key1", "question 1", _vector(1)) is None  # oldest unused: gone
+    assert cache.lookup("key39", Question.parse("question 39"), _vector(39)).answer == "answer 39"
+    assert (
+        cache.lookup("key1", Question.parse("question 1"), _vector(1)) is None
+    )  # oldest unused: gone
     assert cache.clear() == st.entries and cache.stats().entries == 0
 
 
@@ -165,9 +170,16 @@ def test_lookup_needs_the_key_the_threshold_and_the_same_numbers(tmp_path):
     q = _vector(1)
     cache.store("scope", "k", "Who managed Python 3.11?", q, _fields("someone"))
     near = q + 0.2 * _vector(2)  # cosine about 0.98
-    assert cache.lookup("k", "Who managed the Python 3.11 series?", near).answer == "someone"
-    assert cache.lookup("other", "Who managed Python 3.11?", q) is None
-    assert cache.lookup("k", "Who managed Python 3.12?", q) is None  # another number
-    assert cache.lookup("k", "Who managed Python 3.11?", _vector(3)) is None  # far away
+    assert (
+        cache.lookup("k", Question.parse("Who managed the Python 3.11 series?"), near).answer
+        == "someone"
+    )
+    assert cache.lookup("other", Question.parse("Who managed Python 3.11?"), q) is None
+    assert (
+        cache.lookup("k", Question.parse("Who managed Python 3.12?"), q) is None
+    )  # another number
+    assert (
+        cache.lookup("k", Question.parse("Who managed Python 3.11?"), _vector(3)) is None
+    )  # far away
     assert cache.has_scope("scope") and not cache.has_scope("else")
-    assert numbers("Python 3.11 in 2022, 8 of them") == {"3.11", "2022", "8"}
+    assert Question.parse("Python 3.11 in 2022, 8 of them?").numbers == {"3.11", "2022", "8"}

@@ -11,6 +11,7 @@ import pytest
 from ragcli.answer.asker import Asker
 from ragcli.answer.focus import PASSAGE_MARGIN, WINDOW, sentences
 from ragcli.answer.grounding import strip_instructions
+from ragcli.answer.question import Question
 from ragcli.config import load_settings
 from ragcli.index.pipeline import build_index
 
@@ -71,7 +72,7 @@ def test_an_answer_meaning_alone_ranks_low_is_shown_and_copied(asker):
     found = asker.retriever.search(question)
     assert alias in " ".join(h.chunk.text for h in found.hits[:4])  # retrieval found it
     assert alias not in " ".join(_by_meaning_alone(asker, question, found.hits))
-    _, chosen = asker.read(question, found)
+    _, _, chosen = asker.read(Question.parse(question), found)
     assert any(alias in s for s in chosen.sentences)
     a = asker.ask(question)
     assert a.answered and alias in a.answer, (a.answer, a.raw_answer, a.reason)

@@ -69,6 +69,25 @@ The wrap_width setting only takes effect when align_cells is switched on, so a u
 sets wrap_width must turn align_cells on as well.
 """
 
+QUENBY = """# Quenby
+
+Quenby is a market town with a population of 12,500. The Zorblat Park stadium holds
+41,000 spectators on match days. Its library holds 1,250,000 books and 3 reading rooms.
+"""
+
+ORLA = """# Orla Venn
+
+Orla Venn is a novelist. She was born on 12 March 1948.
+
+## Early life
+
+Her father ran the ferry across the estuary. Orla grew up with two older brothers, Piet
+and Joren, who both went to sea as soon as they were old enough.
+
+When Orla was nine, the family moved inland. Her younger sisters, Mette and Kaja, were
+born in the new house.
+"""
+
 
 @pytest.fixture(scope="module")
 def asker(tmp_path_factory, embedder):
@@ -79,6 +98,8 @@ def asker(tmp_path_factory, embedder):
         ("loire.md", LOIRE),
         ("lyon.md", LYON),
         ("quill.md", QUILL),
+        ("quenby.md", QUENBY),
+        ("orla-venn.md", ORLA),
     )
     for name, text in pages:
         (docs / name).write_text(text)
@@ -150,3 +171,54 @@ def test_a_french_question_is_refused_in_french(asker):
     a = asker.ask("Quels cours d'eau traversent Marseille ?")  # a city no page names
     assert (a.answered, a.answer) == (False, "Je ne sais pas"), (a.raw_answer, a.reason)
     assert a.as_dict()["answered"] is False
+
+
+def test_the_question_is_read_once(asker, monkeypatch):
+    from ragcli.answer import answer_types, question
+
+    question_text = "How many children does Ann Lee have?"
+    reads: list[str] = []
+
+    def counted(read):
+        def reader(text, *args):
+            if text == question_text:
+                reads.append(read.__name__)
+            return read(text, *args)
+
+        return reader
+
+    for module, name in ((answer_types, "kind"), (answer_types, "wants"), (question, "names")):
+        monkeypatch.setattr(module, name, counted(getattr(module, name)))
+    a = asker.ask(question_text)
+    assert a.answer == "3 (Ivo Lee, Max Lee, Lia Lee)", a.raw_answer
+    assert sorted(reads) == ["kind", "names", "wants"]
+
+
+@pytest.mark.parametrize(
+    ("question", "number"),
+    [
+        ("How many spectators does the Zorblat Park stadium hold?", "41,000"),
+        ("How many people live in Quenby?", "12,500"),
+        ("How many books does the Quenby library hold?", "1,250,000"),
+    ],
+)
+def test_how_many_is_answered_with_the_number_the_page_states(asker, question, number):
+    # Told to list, the model took the comma of the number for a list's: "2 (41, 000)".
+    a = asker.ask(question)
+    assert a.answered and a.answer.startswith(number), (a.answer, a.raw_answer, a.reason)
+
+
+def test_a_place_of_birth_is_not_a_date_however_it_is_asked(asker):
+    # The page gives the day she was born, not the place: the date the model copies for
+    # "the place of birth" is withheld ("where" was already read as a place).
+    for question in ("What is the place of birth of Orla Venn?", "Where was Orla Venn born?"):
+        a = asker.ask(question)
+        assert "1948" not in a.answer, (question, a.raw_answer)
+        if "1948" in a.raw_answer:
+            assert (a.answered, a.reason) == (False, "not_answerable"), question
+
+
+def test_a_count_of_relatives_reads_every_sentence_that_names_them(asker):
+    # Her brothers in one paragraph, her sisters in the next.
+    a = asker.ask("How many siblings does Orla Venn have?")
+    assert a.answer.startswith("4 ("), (a.answer, a.raw_answer)

@@ -8,6 +8,7 @@ import pytest
 
 from ragcli.answer import copying
 from ragcli.answer.prompt import IDK, engine_prompt
+from ragcli.answer.question import Question
 from ragcli.config import load_settings
 from ragcli.errors import ModelError
 from ragcli.llm.base import Engine
@@ -46,13 +47,13 @@ def test_generates_streams_and_reports(engine: Engine):
 
 
 def test_copies_a_span_when_it_can_constrain(engine: Engine):
-    dec = copying.decoder(QUESTION, CONTEXT, lambda: engine.vocabulary)
+    dec = copying.decoder(Question.parse(QUESTION), CONTEXT, lambda: engine.vocabulary)
     if not engine.can_constrain:
         assert engine.vocabulary is None
         with pytest.raises(ModelError, match="constrained"):
             engine.generate(_prompt(engine), max_tokens=8, constraint=dec)
         return
     engine.generate(_prompt(engine), max_tokens=12, use_cache=False, constraint=dec)
-    copied = copying.read(dec, QUESTION, CONTEXT)
+    copied = copying.read(dec, Question.parse(QUESTION), CONTEXT)
     assert copied.abstained or copied.text in CONTEXT[0]
     assert copied.abstained or copied.text.strip() not in ("", IDK)
