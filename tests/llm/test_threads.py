@@ -1,9 +1,10 @@
 """Threads that fit the machine: the core count, the sampler of other processes' CPU use,
 the rule that turns it into a thread count, and the engine following it.
 
-The machine these run on may be shared with other work, so nothing here compares
-speeds: the sampler is checked against a busy process's own CPU time over the same
-window, and the engine by the thread counts its Timings report.
+Nothing here depends on what else the machine runs or how fast it is: the sampler reads
+a /proc/stat the test writes, on a clock the test moves; the governor is judged against
+samplers whose answers the test sets. The one look at real load (a sampler beside real
+spinning processes) is marked slow.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -23,9 +23,7 @@ from ragcli.config import Settings
 from ragcli.cpus import CpuSampler, allowed_cpus, physical_cores
 from ragcli.llm.threads import STALE_S, ThreadGovernor, fitting_threads
 
-TICK_S = 1 / os.sysconf("SC_CLK_TCK")
-WINDOW_S = 1.0
-TOLERANCE = 0.15  # CPUs: a few ticks of rounding over the window, and scheduling jitter
+TICKS_PER_S = os.sysconf("SC_CLK_TCK")
 
 
 @contextmanager
@@ -39,12 +37,6 @@ def spinning(n: int) -> Iterator[list[subprocess.Popen]]:
         for p in procs:
             p.kill()
             p.wait()
-
-
-def cpu_seconds(pid: int) -> float:
-    """utime + stime of a process, from /proc/PID/stat."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) * TICK_S  # fields 14 and 15 of the line
 
 
 # -- cores ------------------------------------------------------------------------
@@ -96,6 +88,7 @@ class FakeSampler:
     def __init__(self, free: float | None) -> None:
         self.free = free
         self.looks = 0
+        self.aged = 0.0  # what age() answers
 
     def due(self) -> bool:
         return True
@@ -104,7 +97,7 @@ class FakeSampler:
         self.looks += 1
 
     def age(self) -> float:
-        return 0.0
+        return self.aged
 
     def restart(self) -> None:
         self.restarts = getattr(self, "restarts", 0) + 1
@@ -135,76 +128,134 @@ def test_what_runs_between_two_answers_is_not_judged():
     assert governor.pick() == 1  # and a busy neighbour judged while running is kept
 
 
-def test_after_a_pause_the_governor_starts_again_from_the_setting():
+def test_after_a_pause_the_governor_starts_again_from_the_setting(tmp_path: Path):
     # A busy process ran while the engine sat idle (a client starting up): that window is
     # stale by the time the engine runs again, and judges nothing.
-    sampler = CpuSampler(min_window_s=0.1)
+    stat, clock = ProcStat(tmp_path, cpus=2), Clock()
+    sampler = CpuSampler([0, 1], 0.1, stat.path, clock, lambda: 0.0)
     governor = ThreadGovernor(2, sampler)
-    with spinning(2):
-        time.sleep(STALE_S + 0.3)
+    stat.advance(busy=2.0, seconds=STALE_S + 0.3)  # both CPUs busy all along
+    clock.now += STALE_S + 0.3
     assert governor.pick() == 2
-    assert sampler.age() < 0.2  # a new window began at that look
+    assert sampler.age() == 0.0  # a new window began at that look
     assert sampler.free is None
+    stat.advance(busy=2.0, seconds=0.2)
+    clock.now += 0.2
+    assert governor.pick() == 1  # a window measured while it runs counts
 
 
-# -- the sampler ------------------------------------------------------------------
-def test_a_look_inside_the_window_keeps_the_last_answer():
-    sampler = CpuSampler(min_window_s=60)
+def test_a_stale_window_resets_a_count_judged_busy():
+    sampler = FakeSampler(1.0)
+    governor = ThreadGovernor(2, sampler)  # type: ignore[arg-type]
+    assert governor.pick() == 1
+    sampler.aged = STALE_S + 0.1
+    assert governor.pick() == 2 and sampler.restarts == 1
+
+
+# -- the sampler, on a /proc/stat the test writes ----------------------------------
+class ProcStat:
+    """A /proc/stat file: per-CPU lines whose busy and idle ticks the test moves on."""
+
+    def __init__(self, folder: Path, cpus: int) -> None:
+        self.path = folder / "stat"
+        self.ticks = [[100, 5, 50, 1000, 20, 1, 2, 0, 0, 0] for _ in range(cpus)]
+        self.write()
+
+    def advance(self, busy: float, seconds: float, cpu: int | None = None) -> None:
+        """``seconds`` pass with ``busy`` CPUs' worth of user time (on ``cpu``, else spread
+        evenly), the rest idle; the idle and iowait ticks must not count as busy."""
+        cpus = range(len(self.ticks)) if cpu is None else [cpu]
+        for n in range(len(self.ticks)):
+            share = busy / len(cpus) if n in cpus else 0.0
+            user = round(share * seconds * TICKS_PER_S)
+            self.ticks[n][0] += user
+            self.ticks[n][3] += round(seconds * TICKS_PER_S) - user - 3
+            self.ticks[n][4] += 3  # waiting on a disk is not work either
+        self.write()
+
+    def write(self) -> None:
+        total = [sum(col) for col in zip(*self.ticks, strict=True)]
+        lines = ["cpu  " + " ".join(map(str, total))]
+        lines += [f"cpu{n} " + " ".join(map(str, t)) for n, t in enumerate(self.ticks)]
+        lines += ["intr 12345 0 0", "ctxt 67890", "btime 1700000000", "processes 42"]
+        self.path.write_text("\n".join(lines) + "\n")
+
+
+class Clock:
+    """A monotonic clock the test moves."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_look_inside_the_window_keeps_the_last_answer(tmp_path: Path):
+    stat, clock = ProcStat(tmp_path, cpus=2), Clock()
+    sampler = CpuSampler([0, 1], 0.25, stat.path, clock, lambda: 0.0)
+    clock.now += 0.1
     assert not sampler.due()
     assert sampler.sample() is None and sampler.free is None
+    stat.advance(busy=1.0, seconds=0.3)
+    clock.now += 0.2
+    assert sampler.due() and sampler.sample() == pytest.approx(1.0, abs=0.05)
+    stat.advance(busy=2.0, seconds=0.1)
+    clock.now += 0.1  # too short a window: the last answer stands
+    assert sampler.sample() == pytest.approx(1.0, abs=0.05)
 
 
-def test_sampler_sees_a_busy_process_as_others_use():
-    sampler = CpuSampler(min_window_s=0)
-    with spinning(1) as (proc,):
-        sampler.sample()  # the window starts now
-        spun, t0 = cpu_seconds(proc.pid), time.monotonic()
-        time.sleep(WINDOW_S)
-        others = sampler.sample()
-        spinner = (cpu_seconds(proc.pid) - spun) / (time.monotonic() - t0)
-    assert others is not None and sampler.free is not None
-    # Others are the spinner and whatever else the machine runs: never less than the spinner.
-    assert spinner > 0.2, "the spinner hardly ran: the check would say nothing"
-    assert others >= spinner - TOLERANCE
-    assert sampler.free <= len(allowed_cpus()) - spinner + TOLERANCE
+def test_sampler_sees_a_busy_process_as_others_use(tmp_path: Path):
+    stat, clock = ProcStat(tmp_path, cpus=4), Clock()
+    # Of four CPUs, the process may run on 1 and 2: a spinner on CPU 0 is not its concern.
+    sampler = CpuSampler([1, 2], 0.25, stat.path, clock, lambda: 5.0)
+    stat.advance(busy=1.0, seconds=1.0, cpu=0)
+    stat.advance(busy=0.75, seconds=1.0, cpu=2)  # same second, CPU 2 three quarters busy
+    clock.now += 1.0
+    assert sampler.sample() == pytest.approx(0.75, abs=0.02)
+    assert sampler.free == pytest.approx(1.25, abs=0.02)
 
 
-def busy_seconds() -> float:
-    """Busy time of the allowed CPUs so far, read from /proc/stat here, not by the sampler."""
-    names = {f"cpu{n}" for n in allowed_cpus()}
-    ticks = 0
-    for line in Path("/proc/stat").read_text().splitlines():
-        name, *values = line.split()
-        if name in names:
-            user, nice, system, _idle, _iowait, irq, softirq, steal = map(int, values[:8])
-            ticks += user + nice + system + irq + softirq + steal
-    return ticks * TICK_S
+def test_sampler_leaves_out_this_process_own_work(tmp_path: Path):
+    stat, clock = ProcStat(tmp_path, cpus=2), Clock()
+    own = [3.0]
+    sampler = CpuSampler([0, 1], 0.25, stat.path, clock, lambda: own[0])
+    stat.advance(busy=2.0, seconds=2.0)  # both CPUs busy for two seconds...
+    own[0] += 3.0  # ... three CPU seconds of it this process's own
+    clock.now += 2.0
+    assert sampler.sample() == pytest.approx(0.5, abs=0.02)  # others: a CPU second in two
+    own[0] += 4.0  # more than the machine's busy time (ticks are coarse): never below 0
+    stat.advance(busy=1.0, seconds=1.0)
+    clock.now += 1.0
+    assert sampler.sample() == 0.0 and sampler.free == 2.0
 
 
-def test_sampler_leaves_out_this_process_own_work():
-    sampler = CpuSampler(min_window_s=0)
-    stop = threading.Event()
-    spent: list[float] = []
+def test_sampler_without_proc_stat_measures_nothing(tmp_path: Path):
+    sampler = CpuSampler([0, 1], 0.0, tmp_path / "missing", Clock(), lambda: 0.0)
+    assert not sampler.due() and sampler.sample() is None and sampler.free is None
+    assert sampler.age() == 0.0
 
-    def spin() -> None:
-        start = time.thread_time()
-        while not stop.is_set():
-            pass
-        spent.append(time.thread_time() - start)
 
-    thread = threading.Thread(target=spin)
-    sampler.sample()
-    t0, busy0 = time.monotonic(), busy_seconds()
-    thread.start()
-    time.sleep(WINDOW_S)
-    stop.set()
-    thread.join()
-    others = sampler.sample()
-    window = time.monotonic() - t0
-    busy = (busy_seconds() - busy0) / window
-    assert others is not None and spent[0] / window > 0.2
-    # Everything busy on our CPUs, less at least what our spinning thread took.
-    assert others <= busy - spent[0] / window + TOLERANCE
+@pytest.mark.slow
+@pytest.mark.skipif(len(allowed_cpus()) < 2, reason="one CPU: nothing to give up")
+def test_governor_sees_real_spinning_processes():
+    """The sampler on the real /proc/stat, beside processes that spin on all CPUs but one.
+
+    Retried: this reads the real machine, where one window can be tilted by what the test
+    cannot control (the hypervisor taking a CPU from a spinner, this process's own start-up
+    burst landing in the first window). Three tries tell that from a sampler that never
+    sees the spinners, which fails all three."""
+    picks: list[int] = []
+    for _ in range(3):
+        with spinning(len(allowed_cpus()) - 1):
+            governor = ThreadGovernor(2, CpuSampler(min_window_s=0.25))
+            deadline = time.monotonic() + 1.5  # several windows with the spinners
+            while time.monotonic() < deadline:
+                picks.append(governor.pick())
+                time.sleep(0.05)
+        if picks[-1] == 1:
+            return
+    pytest.fail(f"the governor kept two threads beside the spinners: {picks}")
 
 
 # -- the engine -------------------------------------------------------------------
@@ -250,18 +301,3 @@ def test_engine_sets_the_threads_its_governor_picks(small_model):
     finally:
         engine.close()
         fixed.close()
-
-
-@pytest.mark.skipif(len(allowed_cpus()) < 2, reason="one CPU: nothing to give up")
-def test_engine_uses_fewer_threads_beside_busy_processes(small_model):
-    from ragcli.llm.llama import LlamaEngine
-
-    # All CPUs but one spin: at most one is left, whatever else the machine runs.
-    with spinning(len(allowed_cpus()) - 1):
-        engine = LlamaEngine(small_model, 1024, 512, n_threads=2)
-        try:
-            time.sleep(0.5)  # a full sampling window with the spinners, after the load
-            t = _generate(engine, max_tokens=32)
-            assert t.prefill_threads < 2 and t.decode_threads < 2
-        finally:
-            engine.close()
