@@ -123,8 +123,8 @@ class Settings:
     adaptive_threads: bool = field(
         default=True,
         metadata=doc(
-            "llama.cpp runs on the cores other processes leave free, judged again every "
-            "quarter second; `false`: always `n_threads`."
+            "llama.cpp runs on the cores other processes leave free (judged every quarter "
+            "second) and other ragcli engines have not claimed; `false`: always `n_threads`."
         ),
     )
     # Off: on this project's 2-core AVX2 machine the repack cost 1 s of load and 600 MB of

@@ -1,15 +1,17 @@
 """Threads that fit the machine: the core count, the sampler of other processes' CPU use,
-the rule that turns it into a thread count, and the engine following it.
+the rule that turns it into a thread count, the cores ragcli's engines claim from each
+other, and the engine following it all.
 
 Nothing here depends on what else the machine runs or how fast it is: the sampler reads
 a /proc/stat the test writes, on a clock the test moves; the governor is judged against
-samplers whose answers the test sets. The one look at real load (a sampler beside real
-spinning processes) is marked slow.
+samplers whose answers the test sets; the claims are files the test's own processes hold.
+The one look at real load (a sampler beside real spinning processes) is marked slow.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -19,8 +21,10 @@ from pathlib import Path
 
 import pytest
 
+import ragcli
 from ragcli.config import Settings
 from ragcli.cpus import CpuSampler, allowed_cpus, physical_cores
+from ragcli.llm.cpu_claims import SUFFIX, CpuClaims
 from ragcli.llm.threads import STALE_S, ThreadGovernor, fitting_threads
 
 TICKS_PER_S = os.sysconf("SC_CLK_TCK")
@@ -258,6 +262,106 @@ def test_governor_sees_real_spinning_processes():
     pytest.fail(f"the governor kept two threads beside the spinners: {picks}")
 
 
+# -- claims: ragcli's engines share the cores ---------------------------------------
+def live_claims(folder: Path) -> int:
+    return CpuClaims(folder, 0).others()
+
+
+def test_a_second_governor_gets_only_what_the_first_leaves(tmp_path: Path):
+    first_sampler, second_sampler = FakeSampler(4.0), FakeSampler(4.0)
+    first = ThreadGovernor(3, first_sampler, CpuClaims(tmp_path, 4))  # type: ignore[arg-type]
+    second = ThreadGovernor(4, second_sampler, CpuClaims(tmp_path, 4))  # type: ignore[arg-type]
+    # Both judge the machine free at the same instant; the claims decide one after the other.
+    assert first.pick() == 3
+    assert second.pick() == 1
+    assert live_claims(tmp_path) == 4
+    first.pause()  # an answer done: the first holds nothing while it is idle
+    assert live_claims(tmp_path) == 1
+    assert second.pick() == 4  # its next window: what the first gave back
+    assert first.pick() == 1  # the first starts again: nothing is left but its one thread
+    assert second.pick() == 3  # and the second makes room for it at its next window
+    second.release()
+    assert first.pick() == 3
+    first.release()
+    assert live_claims(tmp_path) == 0 and not list(tmp_path.glob(f"*{SUFFIX}"))
+
+
+def test_engines_that_hold_every_core_give_back_to_a_newcomer(tmp_path: Path):
+    # Two cores, two engines asking for both: the newcomer runs one thread (an engine cannot
+    # run on none), and the first comes down to one at its next look, so that between them
+    # they never ask for more than the machine has for longer than one window.
+    first = ThreadGovernor(2, FakeSampler(2.0), CpuClaims(tmp_path, 2))  # type: ignore[arg-type]
+    second = ThreadGovernor(2, FakeSampler(2.0), CpuClaims(tmp_path, 2))  # type: ignore[arg-type]
+    assert first.pick() == 2
+    assert second.pick() == 1
+    assert first.pick() == 1
+    assert (first.pick(), second.pick()) == (1, 1)  # and neither climbs back while both run
+    first.release()
+    assert second.pick() == 2
+
+
+def test_an_idle_engine_gives_its_cores_back_without_judging_anew(tmp_path: Path):
+    # Between passages warmed into the reading cache, say: the engine holds nothing, and
+    # its sampler's window goes on.
+    sampler = FakeSampler(2.0)
+    governor = ThreadGovernor(2, sampler, CpuClaims(tmp_path, 2))  # type: ignore[arg-type]
+    assert governor.pick() == 2 and live_claims(tmp_path) == 2
+    governor.release()
+    assert live_claims(tmp_path) == 0
+    sampler.due = lambda: False  # type: ignore[method-assign]  # mid-window
+    assert governor.pick() == 2 and live_claims(tmp_path) == 2
+    assert not hasattr(sampler, "restarts")
+    governor.release()
+
+
+def test_the_sampler_still_counts_for_the_machine_beside_the_claims(tmp_path: Path):
+    sampler = FakeSampler(1.0)  # a process that is not ragcli takes a CPU
+    governor = ThreadGovernor(2, sampler, CpuClaims(tmp_path, 2))  # type: ignore[arg-type]
+    assert governor.pick() == 1 and live_claims(tmp_path) == 1
+    sampler.free = 2.0
+    assert governor.pick() == 2 and live_claims(tmp_path) == 2
+
+
+HOLD_A_CLAIM = """
+import sys
+from pathlib import Path
+from ragcli.llm.cpu_claims import CpuClaims
+
+claims = CpuClaims(Path(sys.argv[1]), 2)
+print(claims.take(2), flush=True)
+sys.stdin.read()  # until the test kills it
+"""
+
+
+def test_a_claim_is_freed_when_its_process_is_killed(tmp_path: Path):
+    env = {**os.environ, "PYTHONPATH": str(Path(ragcli.__file__).parents[1])}
+    child = subprocess.Popen(
+        [sys.executable, "-c", HOLD_A_CLAIM, str(tmp_path)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "2"
+        governor = ThreadGovernor(2, FakeSampler(2.0), CpuClaims(tmp_path, 2))  # type: ignore[arg-type]
+        assert governor.pick() == 1  # the child holds both cores
+        governor.pause()
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    stale = list(tmp_path.glob(f"*{SUFFIX}"))
+    assert len(stale) == 1  # its file is still there, but nobody holds its lock...
+    assert governor.pick() == 2  # ... so it counts for nothing, and goes
+    assert not stale[0].exists()
+    governor.release()
+
+
+def test_without_a_usable_folder_the_sampler_alone_decides(tmp_path: Path):
+    blocked = tmp_path / "file"
+    blocked.write_text("not a folder")
+    governor = ThreadGovernor(2, FakeSampler(2.0), CpuClaims(blocked / "cpus", 2))  # type: ignore[arg-type]
+    assert governor.pick() == 2
+    governor.release()
+
+
 # -- the engine -------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def small_model():
@@ -301,3 +405,44 @@ def test_engine_sets_the_threads_its_governor_picks(small_model):
     finally:
         engine.close()
         fixed.close()
+
+
+def test_engine_runs_on_the_cores_other_engines_leave(small_model, tmp_path: Path):
+    import llama_cpp
+
+    from ragcli.llm.llama import LlamaEngine
+
+    neighbour = CpuClaims(tmp_path, 2)
+    engine = LlamaEngine(small_model, 1024, 512, n_threads=2, claims=tmp_path)
+    try:
+        assert engine._governor is not None and engine._governor.claims is not None
+        engine._governor.sampler = FakeSampler(2.0)  # type: ignore[assignment]
+        assert neighbour.take(1) == 1  # another engine runs one thread
+        t = _generate(engine, max_tokens=4)
+        assert (t.prefill_threads, t.decode_threads) == (1, 1)
+        assert llama_cpp.llama_n_threads(engine.ctx) == 1
+        assert neighbour.others() == 0  # the answer done, the engine holds nothing
+        neighbour.release()
+        t = _generate(engine, max_tokens=4)
+        assert (t.prefill_threads, t.decode_threads) == (2, 2)
+        engine._fit_threads()  # running again: it holds both cores...
+        assert neighbour.others() == 2
+    finally:
+        engine.close()
+    assert neighbour.others() == 0  # ... until it is closed
+
+
+def test_an_engine_that_warmed_the_reading_cache_holds_no_cores(small_model, tmp_path: Path):
+    from ragcli.llm.base import Prompt
+    from ragcli.llm.llama import LlamaEngine
+    from ragcli.llm.reading_cache import ReadingCache
+
+    reading = ReadingCache(tmp_path / "reading", 1 << 30)
+    engine = LlamaEngine(small_model, 1024, 512, n_threads=2, reading=reading, claims=tmp_path)
+    try:
+        sentences = ("Pier 7 serves the night ferry.", " It leaves at nine.")
+        prompt = Prompt(("Context: ", "".join(sentences), "\nQ: When?"), (), sentences)
+        assert engine.warm(prompt) > 0  # it ran, so it claimed...
+        assert live_claims(tmp_path) == 0  # ... and gave the cores back when done
+    finally:
+        engine.close()
