@@ -25,7 +25,7 @@ from ..log import debugging
 from ..models import GenerationModel
 from .base import CONTEXT, MAX_TOKENS, Constraint, Generation, OnText, Prompt, StopStream, Timings
 from .kv_cache import common_prefix
-from .loading import quiet_native_logs, with_sequences, without_repack
+from .loading import import_llama_cpp, quiet_native_logs, with_sequences, without_repack
 from .reading_cache import SEQUENCES, SentenceReader
 from .threads import engine_governor
 
@@ -82,7 +82,7 @@ class LlamaEngine:
         ``kv_type``: ``f16`` or ``q8_0`` keys and values (q8_0 values need flash attention).
         ``claims``: the folder where ragcli's engines claim the cores they run on
         (llm/cpu_claims.py); None: the sampler alone decides."""
-        import llama_cpp
+        llama_cpp = import_llama_cpp()
 
         self._lib = llama_cpp
         self.model = model

@@ -3,10 +3,11 @@ leave free, at least one and at most the configured count.
 
 llama.cpp's CPU threads meet at a barrier after every operation of the graph (hundreds
 per token), and the installed build runs them as an OpenMP team whose waiting threads
-spin for about 3 ms before they sleep (libgomp's default). When another process takes a
-core, the thread that shares it runs in scheduler slices and every barrier waits for
-it while the others spin: two threads beside one busy process decode slower than one
-thread alone. The thread count is therefore set before each evaluation
+spin before they sleep (libgomp's default is some 3 ms; ragcli loads it with a tenth of a
+millisecond, :data:`ragcli.llm.loading.SPIN_COUNT`). When another process takes a core,
+the thread that shares it runs in scheduler slices and every barrier waits for it: two
+threads beside one busy process decode slower than one thread alone, and one thread
+waits for no other. The thread count is therefore set before each evaluation
 (``llama_set_n_threads`` takes effect at the next ``llama_decode``) from what
 :class:`ragcli.cpus.CpuSampler` measured over the last quarter second or more.
 

@@ -11,6 +11,7 @@ The one look at real load (a sampler beside real spinning processes) is marked s
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -22,9 +23,10 @@ from pathlib import Path
 import pytest
 
 import ragcli
-from ragcli.config import Settings
+from ragcli.config import OTHER_ENV, Settings
 from ragcli.cpus import CpuSampler, allowed_cpus, physical_cores
 from ragcli.llm.cpu_claims import SUFFIX, CpuClaims
+from ragcli.llm.loading import OPENMP_WAIT, SPIN_COUNT
 from ragcli.llm.threads import STALE_S, ThreadGovernor, fitting_threads
 
 TICKS_PER_S = os.sysconf("SC_CLK_TCK")
@@ -446,3 +448,36 @@ def test_an_engine_that_warmed_the_reading_cache_holds_no_cores(small_model, tmp
         assert live_claims(tmp_path) == 0  # ... and gave the cores back when done
     finally:
         engine.close()
+
+
+SHOW_OPENMP = "from ragcli.llm.loading import import_llama_cpp; import_llama_cpp()"
+
+
+@pytest.mark.parametrize(
+    ("user", "spins"),
+    [
+        ({}, str(SPIN_COUNT)),
+        ({"GOMP_SPINCOUNT": "123"}, "123"),
+        ({"OMP_WAIT_POLICY": "active"}, None),
+    ],
+)
+def test_llama_cpp_threads_spin_briefly_unless_the_user_said(
+    user: dict[str, str], spins: str | None
+):
+    # libgomp reads its variables once, as llama_cpp loads it; OMP_DISPLAY_ENV makes it say
+    # what it read. ragcli sets the spin count only where the user set neither variable.
+    env = {k: v for k, v in os.environ.items() if k not in OPENMP_WAIT}
+    env |= {"OMP_DISPLAY_ENV": "VERBOSE", "PYTHONPATH": str(Path(ragcli.__file__).parents[1])}
+    shown = subprocess.run(
+        [sys.executable, "-c", SHOW_OPENMP], env=env | user, capture_output=True, text=True
+    )
+    assert shown.returncode == 0, shown.stderr
+    if "OPENMP DISPLAY ENVIRONMENT" not in shown.stderr:
+        pytest.skip("llama.cpp is built without OpenMP here: its own threads wait otherwise")
+    said = re.search(r"GOMP_SPINCOUNT = '(\d+)'", shown.stderr)
+    assert said is not None, shown.stderr
+    if spins is None:  # OMP_WAIT_POLICY=active: libgomp's own count, far above ragcli's
+        assert int(said.group(1)) > SPIN_COUNT
+    else:
+        assert said.group(1) == spins
+    assert str(SPIN_COUNT) in OTHER_ENV["GOMP_SPINCOUNT"]  # README says what is set
