@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ragcli.bench.busy_cpus import Cell, ContentionRun, Goal
+from ragcli.bench.busy_cpus import Cell, ContentionRun, Goal, Pair
 from ragcli.bench.prefill_cost import PrefillRun
 from ragcli.errors import RagError, UsageError
 
@@ -78,7 +78,8 @@ def contention_run(d: dict[str, Any]) -> ContentionRun:
     try:
         cells = [Cell(**c) for c in d["cells"]]
         goals = [Goal(**g) for g in d["goals"]]
-        return ContentionRun(**{**d, "cells": cells, "goals": goals})
+        pairs = [Pair(**p) for p in d.get("pairs", [])]
+        return ContentionRun(**{**d, "cells": cells, "goals": goals, "pairs": pairs})
     except (KeyError, TypeError) as exc:
         raise UsageError(f"not the JSON of `rag bench contention --json` ({exc!r})") from None
 
@@ -104,13 +105,36 @@ def contention_markdown(run: ContentionRun) -> str:
             f"{c.decode_tok_s:.1f} | {c.decode_ratio:.2f} | "
             f"{c.prefill_threads:.2f} / {c.decode_threads:.2f} | {c.others_cpus:.2f} |"
         )
+    if run.pairs:
+        out += ["", *_pairs_markdown(run)]
     out += ["", "Goals (adaptive threads):", ""]
     out += [
-        f"- {g.scenario}, {g.phase}: {g.ratio:.2f} of quiet, goal {g.target:.2f}: "
+        f"- {g.scenario}, {g.phase}: {g.ratio:.2f} of quiet, goal "
+        f"{'at most' if g.at_most else 'at least'} {g.target:.2f}: "
         f"{'met' if g.met else 'not met'}"
         for g in run.goals
     ]
     return "\n".join(out) + "\n"
+
+
+def _pairs_markdown(run: ContentionRun) -> list[str]:
+    """One row per pair started together: each process's decode rate and time against the
+    quiet median, and its threads; the worst process of all is in the goals."""
+    out = [
+        f"{len(run.pairs)} pairs of fresh processes started together"
+        + (f" (processes of {run.code})" if run.code != "this" else "")
+        + ": each process's decode rate and prefill-and-decode time as a share of quiet.",
+        "",
+        "| pair | decode × quiet | time × quiet | threads prefill / decode |",
+        "|---:|---:|---:|---:|",
+    ]
+    for i, pair in enumerate(run.pairs, 1):
+        cells = zip(pair.runs, pair.decode_ratios, pair.total_ratios, strict=True)
+        parts = [(f"{d:.2f}", f"{t:.2f}", f"{r['prefill_threads']:.2f} / {r['decode_threads']:.2f}")
+                 for r, d, t in cells]  # fmt: skip
+        columns = (", ".join(col) for col in zip(*parts, strict=True))
+        out.append(f"| {i} | " + " | ".join(columns) + " |")
+    return out
 
 
 def replace_section(path: Path, marks: tuple[str, str], body: str) -> None:

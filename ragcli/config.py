@@ -123,8 +123,8 @@ class Settings:
     adaptive_threads: bool = field(
         default=True,
         metadata=doc(
-            "llama.cpp runs on the cores other processes leave free, judged again every "
-            "quarter second; `false`: always `n_threads`."
+            "llama.cpp runs on the cores other processes leave free (judged every quarter "
+            "second) and other ragcli engines have not claimed; `false`: always `n_threads`."
         ),
     )
     # Off: on this project's 2-core AVX2 machine the repack cost 1 s of load and 600 MB of
@@ -384,6 +384,9 @@ OTHER_ENV = {
     "XDG_RUNTIME_DIR": "Where `rag serve` puts its socket (under `ragcli/`) when the index "
     "folder's path is too long for one or the index is in Milvus; unset: `ragcli-UID` in the "
     "temporary folder.",
+    "GOMP_SPINCOUNT": "Checks a llama.cpp thread waiting for the others makes before it sleeps "
+    "(libgomp's own, read as the model's library loads); unset: ragcli sets 10000, not 300000.",
+    "OMP_WAIT_POLICY": "libgomp's own: when set, ragcli leaves `GOMP_SPINCOUNT` to libgomp.",
 }
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from pathlib import Path
 
 # /proc/stat counts in ticks of 1/CLK_TCK s (10 ms): a window must hold enough of them
@@ -65,9 +65,20 @@ class CpuSampler:
     window grow: over a few ticks the count is mostly rounding.
     """
 
-    def __init__(self, cpus: Sequence[int] | None = None, min_window_s: float = MIN_WINDOW_S):
+    def __init__(
+        self,
+        cpus: Sequence[int] | None = None,
+        min_window_s: float = MIN_WINDOW_S,
+        stat: str | Path = "/proc/stat",
+        clock: Callable[[], float] = time.monotonic,
+        own_time: Callable[[], float] = time.process_time,
+    ) -> None:
+        """``stat``, ``clock`` and ``own_time`` are where the counts, the wall time and this
+        process's CPU time come from: a test gives its own, so that what it checks does not
+        depend on what else the machine runs."""
         self.cpus = list(cpus) if cpus is not None else allowed_cpus()
         self.min_window_s = min_window_s
+        self._stat, self._clock, self._own_time = stat, clock, own_time
         self._names = {f"cpu{n}".encode() for n in self.cpus}
         self.others: float | None = None  # CPUs' worth others used in the last window
         self._start = self._read()
@@ -79,11 +90,11 @@ class CpuSampler:
 
     def due(self) -> bool:
         """Whether a look now would measure a new window (a clock read, nothing more)."""
-        return self._start is not None and time.monotonic() - self._start[0] >= self.min_window_s
+        return self._start is not None and self._clock() - self._start[0] >= self.min_window_s
 
     def age(self) -> float:
         """Seconds since the current window began (0 where /proc/stat cannot be read)."""
-        return 0.0 if self._start is None else time.monotonic() - self._start[0]
+        return 0.0 if self._start is None else self._clock() - self._start[0]
 
     def restart(self) -> None:
         """Forget the current window and the last measure: begin a new window now."""
@@ -106,21 +117,27 @@ class CpuSampler:
         return self.others
 
     def _read(self) -> tuple[float, int, float] | None:
-        """(monotonic s, busy ticks of the allowed CPUs, this process's CPU s)."""
-        busy = 0
+        """(clock s, busy ticks of the allowed CPUs, this process's CPU s)."""
         try:
-            with open("/proc/stat", "rb") as stat:
-                for line in stat:
-                    if not line.startswith(b"cpu"):
-                        break  # the per-CPU lines come first
-                    name, *ticks = line.split()
-                    if name in self._names:
-                        # user nice system idle iowait irq softirq steal: idle and iowait
-                        # are free time; steal is a hypervisor giving the CPU to others
-                        busy += sum(int(ticks[i]) for i in (0, 1, 2, 5, 6, 7) if i < len(ticks))
+            with open(self._stat, "rb") as stat:
+                busy = busy_ticks(stat, self._names)
         except (OSError, ValueError):
             return None
-        return time.monotonic(), busy, time.process_time()
+        return self._clock(), busy, self._own_time()
+
+
+def busy_ticks(stat: Iterable[bytes], names: Collection[bytes]) -> int:
+    """Busy ticks of the CPUs ``names`` (``b"cpu0"``...) in the lines of /proc/stat."""
+    busy = 0
+    for line in stat:
+        if not line.startswith(b"cpu"):
+            break  # the per-CPU lines come first
+        name, *ticks = line.split()
+        if name in names:
+            # user nice system idle iowait irq softirq steal: idle and iowait are free
+            # time; steal is a hypervisor giving the CPU to others
+            busy += sum(int(ticks[i]) for i in (0, 1, 2, 5, 6, 7) if i < len(ticks))
+    return busy
 
 
 def cpu_name() -> str:

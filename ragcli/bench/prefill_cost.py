@@ -527,9 +527,8 @@ def prefill_sweep(
 ) -> PrefillReport:
     """Time prefill of growing prompts for the settings' model (``reps=None``: auto);
     ``reading``: the reading-cache series too."""
-    import llama_cpp
-
     from ..llm.llama import LlamaEngine
+    from ..llm.loading import import_llama_cpp
     from ..models import generation_model
 
     if reps is not None and reps < 1:
@@ -539,6 +538,7 @@ def prefill_sweep(
     # The context is sized for the sweep, not for answering: the longest prompt fits.
     n_ctx = max(settings.n_ctx, max_len + CTX_MARGIN)
     load_before = _load()
+    llama_cpp = import_llama_cpp()  # as the engine loads it, waiting threads and all
     engine = LlamaEngine(
         model,
         n_ctx,

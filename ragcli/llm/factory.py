@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..config import Settings
 from ..models import GenerationModel, generation_model
 from .base import Engine
+from .cpu_claims import FOLDER as CLAIMS
 
 
 def open_engine(settings: Settings, model: GenerationModel | None = None) -> Engine:
@@ -40,6 +41,7 @@ def open_engine(settings: Settings, model: GenerationModel | None = None) -> Eng
         adaptive_threads=s.adaptive_threads,
         reading=reading,
         kv_type=s.kv_type,
+        claims=s.cache_dir / CLAIMS,
     )
     if s.copy_answers:
         engine.start_vocabulary()

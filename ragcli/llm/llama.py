@@ -16,6 +16,7 @@ import logging
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..cpus import physical_cores
@@ -24,9 +25,9 @@ from ..log import debugging
 from ..models import GenerationModel
 from .base import CONTEXT, MAX_TOKENS, Constraint, Generation, OnText, Prompt, StopStream, Timings
 from .kv_cache import common_prefix
-from .loading import quiet_native_logs, with_sequences, without_repack
+from .loading import import_llama_cpp, quiet_native_logs, with_sequences, without_repack
 from .reading_cache import SEQUENCES, SentenceReader
-from .threads import ThreadGovernor
+from .threads import engine_governor
 
 if TYPE_CHECKING:
     from .constrain import Vocabulary
@@ -73,12 +74,15 @@ class LlamaEngine:
         adaptive_threads: bool = True,
         reading: ReadingCache | None = None,
         kv_type: str = "f16",
+        claims: Path | None = None,
     ) -> None:
         """``n_threads`` 0: one per physical core. ``adaptive_threads``: use only the cores
         other processes leave free, judged again every quarter second or so (llm/threads.py).
         ``reading``: encode a prompt's sentences apart and keep them (llm/reading_cache.py).
-        ``kv_type``: ``f16`` or ``q8_0`` keys and values (q8_0 values need flash attention)."""
-        import llama_cpp
+        ``kv_type``: ``f16`` or ``q8_0`` keys and values (q8_0 values need flash attention).
+        ``claims``: the folder where ragcli's engines claim the cores they run on
+        (llm/cpu_claims.py); None: the sampler alone decides."""
+        llama_cpp = import_llama_cpp()
 
         self._lib = llama_cpp
         self.model = model
@@ -89,7 +93,7 @@ class LlamaEngine:
                      "type_v": llama_cpp.GGML_TYPE_Q8_0, "flash_attn": True}}[kv_type]  # fmt: skip
         threads = n_threads or physical_cores()
         # The sampler's first window starts now and covers the load.
-        self._governor = ThreadGovernor(threads) if adaptive_threads and threads > 1 else None
+        self._governor = engine_governor(threads, claims) if adaptive_threads else None
         self._threads = threads  # what llama.cpp is set to
         self._thread_tokens = 0  # sum over evaluated tokens of the threads that evaluated them
         self._evaluated = 0
@@ -321,7 +325,8 @@ class LlamaEngine:
 
     def warm(self, prompt: Prompt) -> int:
         """Put every piece of ``prompt`` the reading cache lacks into it; returns the
-        tokens read. What `rag index --warm` does for each passage."""
+        tokens read. What `rag index --warm` does for each passage, and `rag serve` when
+        idle: the cores it ran on go back to other engines at the end."""
         if self._sentences is None:
             return 0
         segments, parts, leads = self._tokens(prompt, apart=True)
@@ -341,6 +346,8 @@ class LlamaEngine:
                 self.cache.save(self, head)
         evaluated = self._evaluated
         self._sentences.warm(head, todo)
+        if self._governor is not None:  # idle until the next passage or prompt
+            self._governor.release()
         return self._evaluated - evaluated
 
     def save_state(self) -> bytes:
@@ -480,6 +487,8 @@ class LlamaEngine:
         return Generation(text=text, timings=t)
 
     def close(self) -> None:
+        if self._governor is not None:
+            self._governor.release()
         if self._vocab_future is not None:  # it reads the model's vocabulary: not after free
             with contextlib.suppress(Exception):
                 self._vocab_future.result()

@@ -1,16 +1,43 @@
-"""How llama-cpp-python's ``Llama`` is made for ragcli: parameters its constructor does not
-take, and llama.cpp's load-time logs kept off the terminal."""
+"""How llama-cpp-python's ``Llama`` is made for ragcli: how its threads wait, parameters its
+constructor does not take, and llama.cpp's load-time logs kept off the terminal."""
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import sys
 import threading
 from collections.abc import Iterator
+from types import ModuleType
 from typing import Any, TextIO
 
 from ..log import debugging
+
+# How many times a thread of llama.cpp that waits for the others at a barrier checks
+# before it sleeps in the kernel. The build runs its threads as an OpenMP team (libgomp),
+# whose default is 300,000 checks, some 3 ms by libgomp's own estimate and up to five times
+# that on CPUs with a slow pause instruction. When another process holds the core of the
+# thread waited for, the waiting one spins through its own time slice instead of giving
+# the core up, and two processes that share the CPUs spin against each other (issue #47).
+# Barrier waits on a machine with a core per thread take microseconds, so a tenth of a
+# millisecond of spinning still catches them, and a longer wait yields the core.
+SPIN_COUNT = 10_000
+# libgomp's own variables: set by the user, they decide and ragcli leaves them alone.
+OPENMP_WAIT = ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY")
+
+
+def import_llama_cpp() -> ModuleType:
+    """``llama_cpp``, its OpenMP runtime loaded with SPIN_COUNT (unless the user set one
+    of OPENMP_WAIT). libgomp reads its environment once, as it is loaded, which is when
+    llama_cpp is first imported: a process that imported llama_cpp before keeps libgomp's
+    default. The variable stays set (unsetting it while other threads may read the
+    environment is not safe), so ragcli processes started from this one wait alike."""
+    if "llama_cpp" not in sys.modules and not any(name in os.environ for name in OPENMP_WAIT):
+        os.environ["GOMP_SPINCOUNT"] = str(SPIN_COUNT)
+    import llama_cpp
+
+    return llama_cpp
 
 
 @functools.cache

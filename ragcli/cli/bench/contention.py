@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -14,6 +15,10 @@ from .common import status_line
 
 if TYPE_CHECKING:
     from ...bench.busy_cpus import ContentionRun
+
+PAIRS_HELP = ("Instead of the scenarios: this many pairs of fresh processes started together "
+              "(adaptive threads), beside --reps quiet runs; reports the worst process.")  # fmt: skip
+CODE_HELP = "Run the processes from another checkout (e.g. main, for a before and after)."
 
 
 @handle_errors
@@ -31,6 +36,8 @@ def contention_command(
             "one repetition.",
         ),
     ] = False,
+    pairs: Annotated[int, typer.Option("--pairs", min=0, help=PAIRS_HELP)] = 0,
+    code: Annotated[Path | None, typer.Option("--code", help=CODE_HELP, show_default=False)] = None,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
@@ -46,8 +53,9 @@ def contention_command(
     command = shlex.join(["rag", *sys.argv[1:]])
     with status_line(json_out, quiet) as say:
         run = contention.contention_bench(
-            settings(model=model), 1 if quick else reps, quick, say, command
-        )
+            settings(model=model), 1 if quick and not pairs else reps, quick, say, command,
+            pairs=pairs, code=code,
+        )  # fmt: skip
     if json_out:
         print_json(run.as_dict())
         return
@@ -55,7 +63,7 @@ def contention_command(
 
 
 def print_table(run: ContentionRun) -> None:
-    """The cells, then whether each goal of issue #29 is met."""
+    """The cells, the pairs, then whether each goal of issues #29 and #47 is met."""
     from rich import box
     from rich.table import Table
 
@@ -76,9 +84,15 @@ def print_table(run: ContentionRun) -> None:
         )  # fmt: skip
     console = stdout_console()
     console.print(table)
+    if (worst := run.worst_pair()) is not None:  # the goals below give the worst process
+        shown = zip(worst.runs, worst.decode_ratios, worst.total_ratios, strict=True)
+        console.print(f"{len(run.pairs)} pairs started together; the worst pair: " + "; ".join(
+            f"decode {d:.2f} of quiet, {t:.2f} x its time, threads "
+            f"{r['prefill_threads']:.1f}/{r['decode_threads']:.1f}" for r, d, t in shown))  # fmt: skip
     for g in run.goals:
         verdict = "met" if g.met else "NOT met"
+        bound = "at most" if g.at_most else "at least"
         console.print(
             f"goal, {g.scenario}, {g.phase}: {g.ratio:.2f} of quiet (adaptive), "
-            f"at least {g.target:.2f}: {verdict}"
+            f"{bound} {g.target:.2f}: {verdict}"
         )
