@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .copying import LEADING_ARTICLE, NAMES, Copied, list_items
+from .quantities import NUMBER
 from .question import singular
 
 if TYPE_CHECKING:
@@ -71,7 +72,15 @@ _POSSESSOR = re.compile(r"([A-Z][\w-]+)['’]s?\s+(?:\w+\s+){0,2}$")
 _OTHER_SUBJECT = re.compile(
     r"(?<![\w'’-])([A-Z][\w-]+(?:\s+[A-Z][\w-]+)*)\s+(?:has|had|have|owns|a|avait)\s+(?:\S+\s+){0,2}$"
 )
-_CLAUSE = re.compile(r"[;.!?]")
+_CLAUSE = re.compile(r"[;!?]|\.(?!\d)")  # not the point of "3.5"
+# A quantity the page states before the noun, written with separators, decimals or a scale
+# word ("48 300 véhicules", "3.5 million copies"): the model copies it whole, and no part
+# of it is a count ("300").
+_QUANTITY = re.compile(
+    rf"(?P<n>{NUMBER.pattern})(?P<scale>\s+(?:thousand|million|billion|mille|millions?|"
+    r"milliards?))?\s+(?:\S+\s+)?$",
+    re.I,
+)
 _ONE_OF = re.compile(
     r"\b(?:of|among|de|d['’]entre|parmi)\s+(?:the\s+|les\s+)?(\w+)\s+(?:\S+\s+)?$", re.I
 )
@@ -98,6 +107,8 @@ def _groups(question: Question, sentences: Sequence[str]) -> list[Group]:
                 continue  # "Bonnas has five children"
             if (one := _ONE_OF.search(clause)) and _number(one.group(1)) is not None:
                 continue  # "the eldest of four children": the family she is one of
+            if (q := _QUANTITY.search(clause)) and (q["scale"] or not q["n"].isdigit()):
+                continue  # a quantity, not a count: the model's copy of it stands
             stated = _stated(clause)
             rest = sentence[m.end() :]
             lead = _LEAD.match(rest)

@@ -105,3 +105,20 @@ def test_the_models_names_join_a_list_a_clause_interrupts():
     family = ["Family: Husband: Ned Wren; Daughter: Ola; Son: Leo."]
     model = Copied("3 (Ola, Son, Leo)", False, [0], ["Ola", "Son", "Leo"])
     assert _count("How many children does Ada Wren have?", family, model=model) == "2 (Ola, Leo)"
+
+
+@pytest.mark.parametrize(
+    ("question", "sentence"),
+    [
+        (
+            "Combien de véhicules passent sur le pont de Valmery ?",
+            "Il voit passer 48 300 véhicules.",
+        ),
+        ("How many copies of Orla Venn's books were sold?", "They sold 3.5 million copies."),
+        ("How many people live in Quenby?", "Quenby has 12,500 people in all."),
+    ],
+)
+def test_a_quantity_the_page_states_is_no_count(question, sentence):
+    # "300" of "48 300" and "5" of "3.5" are parts of one number: the model's copy of the
+    # whole number stands, the page gives no count to put in its place.
+    assert from_page(Question.parse(question), [sentence], [True]) is None
