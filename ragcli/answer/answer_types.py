@@ -129,8 +129,9 @@ def fits(want: str, answer: str) -> bool:
     """Whether the answer is of the type ``want`` a question asks for (:func:`wants`).
 
     A "when" question is answered by something with a date in it, a "how much" one by a
-    number; a "where" or "who" question is not answered by a date or a number alone
-    (asked where someone was born, the model copies the year the page gives instead)."""
+    number; a "where" or "who" question is not answered by a date or a number alone, and a
+    place never by a date, however the date is put (asked for someone's place of birth,
+    the model copies the day the page gives instead)."""
     if want == "date":
         return bool(_HAS_DATE.search(answer))
     if want == "number":
