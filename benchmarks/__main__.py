@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import typer
 
-from . import answer_cache_threshold, faiss_index_types, models_side_by_side, prefix_cache_workload
+from . import (
+    answer_cache_threshold,
+    faiss_index_types,
+    models_side_by_side,
+    prefix_cache_workload,
+    quiet_rate,
+)
 
 app = typer.Typer(
     help="The team's measurements (not installed with ragcli).",
@@ -16,6 +22,7 @@ app.command("models")(models_side_by_side.models_command)
 app.command("workload")(prefix_cache_workload.workload_command)
 app.command("semcache")(answer_cache_threshold.semcache_command)
 app.command("index-types")(faiss_index_types.index_types_command)
+app.command("quiet-rate")(quiet_rate.quiet_rate_command)
 
 if __name__ == "__main__":
     app(prog_name="python -m benchmarks")
