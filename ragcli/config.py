@@ -42,6 +42,8 @@ ANSWER_SETTINGS = (
     "check_answers",
     "min_answerable",
     "reading_cache",
+    "reading_in_place",
+    "reading_margin",
     "kv_type",
 )
 
@@ -203,6 +205,22 @@ class Settings:
             env="RAG_READING_CACHE",
         ),
     )
+    reading_in_place: float = field(
+        default=0.0,
+        metadata=doc(
+            "With the reading cache: the share of the context's characters, the sentences "
+            "most likely to answer first, read in place after all before them instead of "
+            "from the cache.",
+        ),
+    )
+    reading_margin: float = field(
+        default=1.5,
+        metadata=doc(
+            "With the reading cache: an answer read apart whose narrowest step led a token "
+            "that would copy something else by fewer logits than this is read again whole, "
+            "and that answer given (0: never).",
+        ),
+    )
     kv_type: str = field(
         default="f16",
         metadata=doc(
@@ -342,12 +360,22 @@ class Settings:
             raise ConfigError("setting min_answerable must lie between 0 and 1")
         if not 0.0 <= self.min_support <= 1.0:
             raise ConfigError("setting min_support must lie between 0 and 1")
+        if not 0.0 <= self.reading_in_place <= 1.0:
+            raise ConfigError("setting reading_in_place must lie between 0 and 1")
+        if self.reading_margin < 0:
+            raise ConfigError("setting reading_margin must not be negative")
         if self.llm_url is not None:
             check_llm_url(self.llm_url)
         if self.store:
             parse_store(self.store)
         if self.server:
             parse_server(self.server)
+
+    @property
+    def reads_apart(self) -> bool:
+        """Whether the local engine reads the context's sentences apart, each kept in the
+        reading cache: only then can an answer differ from reading whole."""
+        return self.reading_cache and self.use_cache and not self.llm_url
 
     @property
     def index_name(self) -> str:

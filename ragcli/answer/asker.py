@@ -15,7 +15,7 @@ import hashlib
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 from .. import __version__
@@ -39,6 +39,7 @@ from .prompt import (
     PROMPT_VERSION,
     Prompt,
     engine_prompt,
+    in_place,
 )
 from .question import Question
 from .retrieval import Retriever, SearchResult
@@ -63,6 +64,8 @@ class AnswerTimings(Timings):
     search_ms: float = 0.0
     model_load_ms: float = 0.0
     focus_ms: float = 0.0
+    # A reading apart given up because its answer won by too little (see reading_margin).
+    reread_ms: float = 0.0
 
     def take(self, engine: Timings) -> None:
         """Copy the engine's figures of one generation."""
@@ -265,7 +268,12 @@ class Asker:
 
     def build_prompt(self, question: Question, chosen: Focus) -> Prompt:
         return engine_prompt(
-            question.text, chosen.sentences, self.engine, chosen.leads, counts=question.counts
+            question.text,
+            chosen.sentences,
+            self.engine,
+            chosen.leads,
+            counts=question.counts,
+            fresh=chosen.in_place,
         )
 
     def ask(self, question: str, on_text: OnText | None = None) -> Answer:
@@ -352,12 +360,33 @@ class Asker:
         if dec is not None and dec.lists:
             max_tokens = max(max_tokens, copying.COUNT_TOKENS)
         before_generate = _ms_since(started)
+        # Read apart, an answer may yet be given up (below): it is told only once kept.
+        guarded = dec is not None and s.reads_apart and s.reading_margin > 0
         gen = engine.generate(
-            prompt, max_tokens, on_text=on_text, use_cache=s.use_cache, constraint=dec
+            prompt,
+            max_tokens,
+            on_text=None if guarded else on_text,
+            use_cache=s.use_cache,
+            constraint=dec,
         )
+        reread = 0.0
+        if guarded and dec.margin < s.reading_margin:
+            # Read apart, the answer won by a hair: reading whole might have chosen another,
+            # so the prompt is read whole (every sentence in place) and that answer kept.
+            reread = gen.timings.total_ms
+            chosen = replace(chosen, in_place=tuple(range(len(chosen.sentences))))
+            prompt = self.build_prompt(question, chosen)
+            dec = copying.decoder(question, chosen.sentences, lambda: engine.vocabulary)
+            gen = engine.generate(
+                prompt, max_tokens, on_text=on_text, use_cache=s.use_cache, constraint=dec
+            )
+        elif guarded and on_text and gen.text:
+            on_text(gen.text)
         timings.take(gen.timings)
-        # Time to first token as the user feels it: from the question, retrieval included.
-        timings.ttft_ms = round(before_generate + gen.timings.ttft_ms, 2)
+        timings.reread_ms = round(reread, 2)
+        # Time to first token as the user feels it: from the question, retrieval included
+        # (and the reading apart given up, if it was).
+        timings.ttft_ms = round(before_generate + reread + gen.timings.ttft_ms, 2)
         if dec is None:
             return verdict.judge_written(question, gen.text, chosen, s.min_support)
         copied = counting.recount(
@@ -381,6 +410,9 @@ class Asker:
             rest = self.retriever.rest_of_pages(hits, question.pages, found.vector)
             top, hits = top + rest, hits + rest
         chosen = focus(question, top, self.retriever.embedder, len(top), s.context_sentences)
+        if s.reads_apart:
+            fresh = in_place(chosen.sentences, chosen.best, s.reading_in_place)
+            chosen = replace(chosen, in_place=fresh)
         return question, hits, chosen
 
     def _answer_slot(

@@ -53,6 +53,11 @@ class Focus:
     # The sentences before each one in its passage: what it is read after when read apart
     # (llm/reading_cache.py), so that "It" still knows what it is.
     leads: list[list[str]] = field(default_factory=list)
+    # Indexes of ``sentences``, the most likely to answer first: with the reading cache on,
+    # the first of them are read in place, after the sentences before them (answer/prompt.py).
+    best: list[int] = field(default_factory=list)
+    # The indexes of those read in place (set by the asker from its settings).
+    in_place: tuple[int, ...] = ()
 
 
 def blocks(text: str) -> list[str]:
@@ -287,9 +292,11 @@ def focus(
         )
     # Document order, not score order: the same sentences give the same prompt tokens.
     chosen = sorted(pick, key=lambda i: cands[i][:3])
+    place = {scored[o]: r for r, o in enumerate(order)}
     return Focus(
         [cands[i][3] for i in chosen],
         [cands[i][4] for i in chosen],
         float(sims.max()),
         [cands[i][5] for i in chosen],
+        sorted(range(len(chosen)), key=lambda k: place.get(chosen[k], len(cands))),
     )

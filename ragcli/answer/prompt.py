@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 
 from ..llm.base import Engine, Prompt
 from .question import Question
@@ -99,30 +100,66 @@ def pieces(
     return tuple(p for p, _ in pairs), tuple(lead for _, lead in pairs)
 
 
+def in_place(sentences: Sequence[str], best: Sequence[int], share: float) -> tuple[int, ...]:
+    """The sentences read in place when the others come from the reading cache: the most
+    likely to answer (``best`` first) until they make ``share`` of the context's characters,
+    at least one when ``share`` > 0.
+
+    Read apart, a sentence never saw the other passages, and the model then copies a
+    neighbouring value; the sentence it copies from, read in place, sees them all."""
+    if share <= 0:
+        return ()
+    budget, used, out = share * sum(len(s) for s in sentences), 0, []
+    for i in best:
+        if out and used + len(sentences[i]) > budget:
+            break
+        out.append(i)
+        used += len(sentences[i])
+    return tuple(sorted(out))
+
+
+def _fresh(context: Sequence[str], fresh: Sequence[int]) -> tuple[int, ...]:
+    """``fresh`` (indexes of ``context``) as indexes of :func:`pieces` (empty lines gone)."""
+    kept = [i for i, line in enumerate(context) if one_line(line)]
+    return tuple(k for k, i in enumerate(kept) if i in set(fresh))
+
+
+def _cut(prompt: Prompt) -> Prompt:
+    """``prompt`` with no pieces when every one is read in place: that is reading whole, in
+    one pass, as with the reading cache off (the same tokens, the same batches)."""
+    if prompt.pieces and len(prompt.fresh) == len(prompt.pieces):
+        return replace(prompt, pieces=(), leads=(), frame=("", ""), fresh=())
+    return prompt
+
+
 def completion_prompt(
     question: str,
     context: Sequence[str],
     instructions: bool = True,
     leads: Sequence[Sequence[str]] = (),
+    fresh: Sequence[int] = (),
 ) -> Prompt:
     """Few-shot "Context / Question / Answer" prompt for base models.
 
     Segments: instructions and examples (never change), the context sentences, the question.
-    ``leads``: see :class:`~ragcli.llm.base.Prompt`.
+    ``leads``, ``fresh`` (indexes of ``context``): see :class:`~ragcli.llm.base.Prompt`.
     """
     head = f"{INSTRUCTIONS}\n\n" if instructions else ""
     shots = "".join(f"Context: {c}\nQuestion: {q}\nAnswer: {a}\n\n" for c, q, a in EXAMPLES)
     parts, before = pieces(context, leads)
-    return Prompt(
-        segments=(
-            head + shots,
-            f"{LABEL} {context_text(context)}\n",
-            f"Question: {one_line(question)}\nAnswer:",
-        ),
-        stop=("\n", "Question:", "Context:"),
-        pieces=parts,
-        leads=before,
-        frame=(LABEL, "\n") if parts else ("", ""),
+    return _cut(
+        Prompt(
+            segments=(
+                head + shots,
+                f"{LABEL} {context_text(context)}\n",
+                f"Question: {one_line(question)}\nAnswer:",
+            ),
+            stop=("\n", "Question:", "Context:"),
+            pieces=parts,
+            leads=before,
+            frame=(LABEL, "\n") if parts else ("", ""),
+            fresh=_fresh(context, fresh),
+        )
     )
 
 
@@ -212,6 +249,7 @@ def chat_prompt(
     eos: str,
     leads: Sequence[Sequence[str]] = (),
     counts: bool = False,
+    fresh: Sequence[int] = (),
 ) -> Prompt:
     """The same content through the model's own chat template (instruction-tuned models);
     ``counts``: a "how many" question, asked to list what it counts."""
@@ -220,12 +258,15 @@ def chat_prompt(
     text = render_chat(template, _chat_messages(question, ctx, counts), bos, eos)
     cut = text.rindex(ctx)
     end = cut + len(ctx)
-    return Prompt(
-        segments=(text[:cut], text[cut:end], text[end:]),
-        stop=(eos, "\n\n"),
-        pieces=parts,
-        leads=before,
-        frame=(LABEL, "\n") if parts else ("", ""),
+    return _cut(
+        Prompt(
+            segments=(text[:cut], text[cut:end], text[end:]),
+            stop=(eos, "\n\n"),
+            pieces=parts,
+            leads=before,
+            frame=(LABEL, "\n") if parts else ("", ""),
+            fresh=_fresh(context, fresh),
+        )
     )
 
 
@@ -251,12 +292,14 @@ def engine_prompt(
     engine: Engine,
     leads: Sequence[Sequence[str]] = (),
     counts: bool = False,
+    fresh: Sequence[int] = (),
 ) -> Prompt:
     """The prompt ``engine`` reads: its chat template when the model has one, else the
     few-shot completion prompt. ``leads``: the sentences before each one of ``context`` in
-    its passage, see :class:`~ragcli.llm.base.Prompt`; ``counts``: a "how many" question
+    its passage, and ``fresh``: those read in place (:func:`in_place`), see
+    :class:`~ragcli.llm.base.Prompt`; ``counts``: a "how many" question
     (:attr:`ragcli.answer.question.Question.counts`)."""
     if engine.chat_template:
         t = engine.chat_template
-        return chat_prompt(question, context, t, engine.bos, engine.eos, leads, counts)
-    return completion_prompt(question, context, leads=leads)
+        return chat_prompt(question, context, t, engine.bos, engine.eos, leads, counts, fresh)
+    return completion_prompt(question, context, leads=leads, fresh=fresh)

@@ -132,13 +132,16 @@ def signals(
             dec.first_overruled and not same_start(dec.first_wanted, copied.text)
         ),
         "logprob": round(dec.logprob / max(dec.steps, 1), 4),
+        "margin": round(min(dec.margin, 99.0), 4),
         **answerable.lexical(question, chosen.sentences, [h.chunk.text for h in hits]),
     }
     if not copied.abstained:
         shown = _shown(chosen, hits, copied.sentences)
         out.update(answerable.subject(question, [(c.heading, s) for c, s in shown], rare_words))
         if engine is not None:
-            asked = verify.answerable(engine, question, chosen.sentences, use_cache, chosen.leads)
+            asked = verify.answerable(
+                engine, question, chosen.sentences, use_cache, chosen.leads, chosen.in_place
+            )
             titled = [(c.title, s) for c, s in shown]
             judged = verify.supported(engine, question.text, copied.text, titled, use_cache)
             out.update(asked=round(asked, 4), supported=round(judged, 4))

@@ -49,11 +49,13 @@ def answerable(
     context: Sequence[str],
     use_cache: bool = True,
     leads: Sequence[Sequence[str]] = (),
+    fresh: Sequence[int] = (),
 ) -> float:
     """The model's probability of "Yes" that ``context`` alone answers ``question``
-    (``leads``: as the answer's prompt has them, so that its sentences are reused)."""
+    (``leads``, ``fresh``: as the answer's prompt has them, so that its sentences are
+    reused)."""
     prompt = engine_prompt(
-        f"{question.text} ({ANSWERABLE})", context, engine, leads, counts=question.counts
+        f"{question.text} ({ANSWERABLE})", context, engine, leads, question.counts, fresh
     )
     return _yes(engine, prompt, use_cache)
 

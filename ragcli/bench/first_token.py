@@ -41,6 +41,8 @@ class ReadingRow:
     ttft_ms: dict[str, float]
     read_tokens: dict[str, int]  # tokens the model read: not from any cache, leads too
     answers: dict[str, str]
+    # The reading apart given up for a margin too narrow (``reading_margin``), in its ms.
+    reread_ms: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -70,6 +72,10 @@ class ReadingReport:
     def apart_differs(self) -> int:
         return sum(r.answers["cold"] != r.answers["whole"] for r in self.rows)
 
+    def rereads(self, mode: str) -> int:
+        """Questions read apart, then again whole (``reading_margin``)."""
+        return sum(r.reread_ms.get(mode, 0.0) > 0 for r in self.rows)
+
     def as_dict(self) -> dict:
         return {
             **asdict(self),
@@ -77,6 +83,7 @@ class ReadingReport:
             "median_read_tokens": {m: self.median_read(m) for m in self.modes},
             "warm_differs": self.warm_differs,
             "apart_differs": self.apart_differs,
+            "rereads": {m: self.rereads(m) for m in self.modes},
         }
 
 
@@ -95,27 +102,29 @@ def measure(
 
     model = generation_model(settings.model, settings.cache_dir)
     with tempfile.TemporaryDirectory(prefix="ragcli-reading-") as tmp:
-        # The caches of this run only (prefix and reading folders): a question asked before
-        # must not come from the user's prefix cache. The models (the embedder's too) are
-        # the user's.
-        (Path(tmp) / "models").symlink_to((settings.cache_dir / "models").resolve())
-        base = replace(settings, answer_cache=False, reading_cache=False, cache_dir=Path(tmp))
-        reading = replace(base, reading_cache=True)
+        # The caches of this run only: a question asked before must not come from the
+        # user's prefix cache. Each engine has its own prefix folder, so that a prompt read
+        # again whole (``reading_margin``) finds no state another engine kept for it; cold
+        # and warm share the reading folder. The models (the embedder's too) are the user's.
+        models = (settings.cache_dir / "models").resolve()
+        folders = {m: Path(tmp) / m for m in (*MODES, "served")}
+        for folder in folders.values():
+            folder.mkdir()
+            (folder / "models").symlink_to(models)
+        (folders["cold"] / "reading").mkdir()
+        (folders["warm"] / "reading").symlink_to(folders["cold"] / "reading")
+        base = replace(settings, answer_cache=False, reading_cache=False)
+        each = {
+            "whole": replace(base, cache_dir=folders["whole"]),
+            **{m: replace(base, reading_cache=True, cache_dir=folders[m]) for m in MODES[1:]},
+        }
         # Every question's sentences, kept for the server: the cold engine's folder is
         # emptied before each question.
-        kept = Path(tmp) / "served"
+        kept = folders["served"]
         if served:
-            (kept / "reading").mkdir(parents=True)
-            (kept / "models").symlink_to((settings.cache_dir / "models").resolve())
-        engines = {
-            "whole": open_engine(base, model),
-            "cold": open_engine(reading, model),
-            "warm": open_engine(reading, model),
-        }
-        rags = {
-            m: Rag(s, engine=engines[m])
-            for m, s in zip(MODES, (base, reading, reading), strict=True)
-        }
+            (kept / "reading").mkdir()
+        engines = {m: open_engine(each[m], model) for m in MODES}
+        rags = {m: Rag(each[m], engine=engines[m]) for m in MODES}
         cache = engines["cold"].reading  # type: ignore[attr-defined]
         try:
             report = ReadingReport(model.name)
@@ -133,6 +142,7 @@ def measure(
                         {m: t[m].ttft_ms for m in MODES},
                         {m: t[m].prefill_tokens + t[m].lead_tokens for m in MODES},
                         {m: got[m].answer for m in MODES},
+                        {m: t[m].reread_ms for m in MODES},
                     )
                 )
                 stats = cache.stats()
@@ -143,7 +153,7 @@ def measure(
                         if not (kept / "reading" / f.name).exists():
                             os.link(f, kept / "reading" / f.name)
             if served:
-                _served(replace(reading, cache_dir=kept), items, report, progress)
+                _served(replace(each["cold"], cache_dir=kept), items, report, progress)
             return report
         finally:
             for rag in rags.values():
@@ -185,3 +195,4 @@ def _served(
             row.ttft_ms[SERVED] = t["ttft_ms"]
             row.read_tokens[SERVED] = t["prefill_tokens"] + t.get("lead_tokens", 0)
             row.answers[SERVED] = out["answer"]
+            row.reread_ms[SERVED] = t.get("reread_ms", 0.0)

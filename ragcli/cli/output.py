@@ -128,6 +128,8 @@ def timing_line(t: dict[str, Any], reason: str, cache_similarity: float | None =
         f"{read}) · prefill {t['prefill_tokens']} tok in {t['prefill_ms']:.0f} ms "
         f"({t['prefill_tok_s']:.0f} tok/s)"
     )
+    if t.get("reread_ms"):  # the answer read apart was too close to call (reading_margin)
+        head += f" · read apart {t['reread_ms']:.0f} ms, then whole"
     if t["cache_source"] == "unknown":  # an LLM server that reports neither
         head = f"prompt {t['prompt_tokens']} tok (server reports no cache or prefill figures)"
     return head + (

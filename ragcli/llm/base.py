@@ -32,7 +32,10 @@ class Prompt:
     piece: the pieces of text read just before it when it is encoded apart, and not kept
     (the sentences before it in its passage), so that it reads in context. ``frame``: the
     context segment's text before and after its pieces (a label, a newline), read with the
-    segments around them when pieces are read apart.
+    segments around them when pieces are read apart. ``fresh``: indices of pieces read in
+    place, after everything before them in this prompt, even when the others are read
+    apart: the sentences most likely to hold the answer, so that what the model copies
+    from was read as it would be whole.
     """
 
     segments: tuple[str, str, str]
@@ -40,6 +43,7 @@ class Prompt:
     pieces: tuple[str, ...] = ()
     leads: tuple[tuple[str, ...], ...] = ()
     frame: tuple[str, str] = ("", "")
+    fresh: tuple[int, ...] = ()
 
     @property
     def text(self) -> str:

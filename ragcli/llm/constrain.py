@@ -103,6 +103,9 @@ class SpanDecoder:
     first_wanted: str = field(default="", init=False)  # the model's own first token, if overruled
     first_fixed_prob: list[float] = field(default_factory=list, init=False)
     logprob: float = field(default=0.0, init=False)  # of the chosen tokens, whole vocabulary
+    # The narrowest lead, in logits, of a chosen token over another allowed one that would
+    # have copied something else: how close the answer came to being another.
+    margin: float = field(default=math.inf, init=False)
 
     @functools.cached_property
     def vocab(self) -> Vocabulary:
@@ -161,6 +164,7 @@ class SpanDecoder:
                 toks = [t for t, cs in allowed.items() if any(c.source == s for c in cs)]
                 mass = float(np.exp(logits[toks] - norm).sum()) if toks else 0.0
                 self.first_fixed_prob.append(mass)
+        self.margin = min(self.margin, self._lead(best, cand, scores))
         wanted = int(np.argmax(logits))
         if wanted != best:
             self.overruled += 1
@@ -171,6 +175,25 @@ class SpanDecoder:
         self.steps += 1
         self._allowed = allowed
         return best
+
+    def _lead(self, best: int, cand: np.ndarray, scores: np.ndarray) -> float:
+        """How far ``best`` scores above the best token that would go another way: not the
+        same text cut into other tokens (one piece a prefix of the other), nor another end
+        token."""
+        import numpy as np
+
+        pieces, ends = self.vocab.pieces, set(self.vocab.end_ids)
+        chosen, top = pieces[best], float(scores.max())
+        for j in np.argsort(-scores):
+            tok = int(cand[j])
+            if tok == best or (tok in ends and best in ends):
+                continue
+            other = pieces[tok]
+            both = tok not in ends and best not in ends
+            if both and (chosen.startswith(other) or other.startswith(chosen)):
+                continue
+            return top - float(scores[j])
+        return math.inf
 
     def advance(self, token: int) -> None:
         """Take the chosen token: move the cursors it continues, or close an item."""

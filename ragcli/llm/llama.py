@@ -42,6 +42,7 @@ GOVERNED_BATCH = 256
 
 
 Apart = list[tuple[int, tuple[int, ...]]]  # where each piece read apart starts, its lead
+FRESH = (-1,)  # the "lead" of a piece read in place, after the prompt's own tokens before it
 
 
 def _reusable(kv: list[int], kv_apart: Apart, tokens: list[int], apart: Apart, end: int) -> int:
@@ -303,16 +304,28 @@ class LlamaEngine:
         leads: list[list[int]],
         parts: list[list[int]],
         starts: list[int],
+        fresh: frozenset[int],
         t: Timings,
     ) -> None:
         """Put each piece, read apart after ``head`` and its lead, at its start in sequence 0
-        (those from ``len(self.kv_tokens)`` on)."""
+        (those from ``len(self.kv_tokens)`` on); a ``fresh`` piece is read there instead,
+        after all that was placed before it."""
         assert self._sentences is not None
         todo = [i for i, s in enumerate(starts) if s >= len(self.kv_tokens)]
+        apart = [i for i in todo if i not in fresh]
         evaluated = self._evaluated
-        pick = [leads[i] for i in todo], [parts[i] for i in todo], [starts[i] for i in todo]
-        for k, cached, ms in self._sentences.read_apart(head, *pick):
-            i = todo[k]
+        pick = [leads[i] for i in apart], [parts[i] for i in apart], [starts[i] for i in apart]
+        placed = self._sentences.read_apart(head, *pick)
+        in_place = 0
+        for i in todo:
+            if i in fresh:  # everything before it is in sequence 0: read on from there
+                t0 = time.perf_counter()
+                self.evaluate(parts[i], starts[i])
+                t.prefill_ms += (time.perf_counter() - t0) * 1000
+                self._apart.append((starts[i], FRESH))
+                in_place += len(parts[i])
+                continue
+            _, cached, ms = next(placed)
             self.kv_tokens = self.kv_tokens[: starts[i]] + parts[i]
             self._apart.append((starts[i], tuple(leads[i])))
             if cached:
@@ -320,8 +333,10 @@ class LlamaEngine:
                 t.reading_ms += ms
             else:
                 t.prefill_ms += ms
-        encoded = sum(len(parts[i]) for i in todo) - t.reading_tokens
-        t.lead_tokens = self._evaluated - evaluated - encoded
+        for _ in placed:  # the reader's last step empties its sequences
+            pass
+        encoded = sum(len(parts[i]) for i in apart) - t.reading_tokens
+        t.lead_tokens = self._evaluated - evaluated - encoded - in_place
 
     def warm(self, prompt: Prompt) -> int:
         """Put every piece of ``prompt`` the reading cache lacks into it; returns the
@@ -413,7 +428,15 @@ class LlamaEngine:
                 f"context of {self.n_ctx}; lower -k or raise n_ctx"
             )
         starts = list(itertools.accumulate((len(p) for p in parts[:-1]), initial=ends[0]))
-        read_as = [(s, tuple(lead)) for s, lead in zip(starts, leads, strict=True)] if apart else []
+        fresh = frozenset(prompt.fresh) if apart else frozenset()
+        read_as = (
+            [
+                (s, FRESH if i in fresh else tuple(lead))
+                for i, (s, lead) in enumerate(zip(starts, leads, strict=True))
+            ]
+            if apart
+            else []
+        )
         # Reuse what is cached: at least one token must be evaluated for logits.
         reuse = use_cache or follow_up
         keep = (
@@ -439,7 +462,7 @@ class LlamaEngine:
             if end <= pos:
                 continue
             if apart and i == CONTEXT:
-                self._read_apart(tokens[: ends[0]], leads, parts, starts, t)
+                self._read_apart(tokens[: ends[0]], leads, parts, starts, fresh, t)
                 pos = end
                 continue
             t0 = time.perf_counter()

@@ -94,8 +94,7 @@ class Service:
     def start(self) -> None:
         """Open the index and load both models now, so a broken model fails start-up."""
         self._worker.submit(self._open).result()
-        s = self.settings
-        if s.reading_cache and s.use_cache and not s.llm_url:
+        if self.settings.reads_apart:
             self._idle.start()
 
     def _open(self) -> None:

@@ -1,6 +1,7 @@
 """How passages are cut into the sentences the model reads."""
 
 from ragcli.answer.focus import focus, sentences
+from ragcli.answer.prompt import completion_prompt, in_place
 from ragcli.answer.question import Question
 from ragcli.index.formats.html import html_text
 from ragcli.records import Hit, StoredChunk
@@ -93,3 +94,25 @@ def test_a_question_that_names_a_page_is_answered_from_it(embedder):
     # keeps every sentence.
     for question in ("Who is Dan's wife?", "Who is Ann's husband?"):
         assert len(focus(_asked(question, hits), hits, embedder, 4, 8).sentences) == 7
+
+
+def test_the_sentence_most_likely_to_answer_comes_first_and_is_read_in_place(embedder):
+    hits = [
+        _hit(1, "ann.md", "Ann Lee", "Ann Lee is a potter. In 1990 Ann married Bo Park.", 0.70),
+        _hit(2, "eve.md", "Eve Orr", "Eve Orr is a weaver. She married Finn Orr in 1985.", 0.60),
+    ]
+    asked = _asked("In which year did Ann Lee marry Bo Park?", hits)
+    chosen = focus(asked, hits, embedder, passages=4, keep=8)
+    assert sorted(chosen.best) == list(range(len(chosen.sentences)))
+    assert chosen.sentences[chosen.best[0]] == "In 1990 Ann married Bo Park."
+    # A fifth of the characters: the best sentence alone; all of them: every one.
+    assert in_place(chosen.sentences, chosen.best, 0.2) == (chosen.best[0],)
+    assert in_place(chosen.sentences, chosen.best, 1.0) == tuple(range(len(chosen.sentences)))
+    assert in_place(chosen.sentences, chosen.best, 0.0) == ()
+
+
+def test_sentences_read_in_place_are_named_by_their_piece():
+    # An empty line is no piece: the indexes after it move down by one.
+    prompt = completion_prompt("Q?", ["One.", "  ", "Two.", "Three."], fresh=(2, 3))
+    assert prompt.pieces == (" One.", " Two.", " Three.")
+    assert prompt.fresh == (1, 2)

@@ -11,7 +11,10 @@ from tests.conftest import CORPORA
 
 def test_warm_reads_only_the_question_and_answers_as_cold(corpus_index):
     items = load_questions(CORPORA / "questions.jsonl")[:2]
-    report = measure(load_settings({"index_dir": corpus_index}), items, served=True)
+    # Margin 0: answers kept as read apart, so that "warm" is the reading cache's figure.
+    settings = load_settings({"index_dir": corpus_index, "reading_margin": 0.0})
+    report = measure(settings, items, served=True)
+    assert report.rereads("warm") == report.rereads(SERVED) == 0
     assert len(report.rows) == 1  # the first question only starts the engines
     assert report.warm_differs == 0
     for row in report.rows:

@@ -47,7 +47,8 @@ def test_warm_then_ask_reads_only_the_question(tmp_path):
     docs.mkdir()
     for name, text in PAGES.items():
         (docs / name).write_text(text)
-    (tmp_path / "none.toml").write_text("answer_cache = false\n")
+    # Margin 0: the answer is kept as read apart, never read again whole.
+    (tmp_path / "none.toml").write_text("answer_cache = false\nreading_margin = 0.0\n")
     env, index = _env(tmp_path, True), str(tmp_path / "idx")
     out = rag("index", str(docs), "--index", index, "--warm", "--json", env=env)
     assert out.returncode == 0, out.stderr

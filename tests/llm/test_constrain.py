@@ -123,3 +123,19 @@ def test_a_choice_reads_the_probability_of_each_reply_and_takes_the_likelier():
     assert yes / (yes + no) == pytest.approx(1 / (1 + np.exp(-1.0)), rel=1e-5)
     logits[tok(b"No")] = 3.0
     assert choice.choose(logits) == tok(b"No")
+
+
+def test_the_margin_is_the_lead_over_another_copy_not_over_the_same_text_cut_otherwise():
+    dec = SpanDecoder(lambda: VOCAB, CONTEXT, ("I don't know",))
+    logits = np.zeros(len(PIECES), dtype=np.float32)
+    logits[tok(b"Australia")] = 9.0
+    logits[tok(b"A")] = 8.9  # the same word cut into other tokens: no other answer
+    logits[tok(b"India")] = 8.25  # another span: the decision was won by 0.75
+    assert dec.choose(logits) == tok(b"Australia")
+    assert dec.margin == pytest.approx(0.75)
+    dec.advance(tok(b"Australia"))
+    logits[:] = 0.0
+    logits[END] = 5.0  # stopping after "Australia", against going on with " won"
+    logits[tok(b" won")] = 4.5
+    assert dec.choose(logits) == END
+    assert dec.margin == pytest.approx(0.5)  # the narrowest step

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from ragcli.answer.prompt import engine_prompt
-from ragcli.llm.llama import LlamaEngine, _reusable
+from ragcli.llm.llama import FRESH, LlamaEngine, _reusable
 from ragcli.llm.reading_cache import ReadingCache, piece_key
 from ragcli.models import generation_model
 
@@ -80,6 +80,39 @@ def test_sentences_read_after_all_before_them_read_as_one_text(engine):
     apart = engine.generate(engine_prompt(QUESTION, CONTEXT, engine, leads), 12)
     assert engine.reading.stats().files == len(CONTEXT)  # read apart indeed
     assert apart.text == together.text
+
+
+def test_sentences_read_in_place_read_as_one_text(engine):
+    """A sentence read in place (``fresh``) is read after the sentences placed before it.
+    The first sentence read apart after no lead is where it would be read whole, so with
+    the others in place the prompt reads as one text."""
+    engine.generate(engine_prompt(QUESTION, CONTEXT, engine), 1, use_cache=False)
+    together = engine._logits().copy()
+    engine.trim(0)
+    fresh = engine.generate(engine_prompt(QUESTION, CONTEXT, engine, fresh=(1, 2)), 1)
+    assert engine.reading.stats().files == 1  # the first sentence, read apart and kept
+    assert fresh.timings.lead_tokens == 0
+    assert _kl(together, engine._logits()) < KL_MOVED
+    # The last sentence in place, the others apart after their leads: it now reads the
+    # second as read apart, not as read whole.
+    leads = [CONTEXT[:k] for k in range(len(CONTEXT))]
+    engine.trim(0)
+    engine.generate(engine_prompt(QUESTION, CONTEXT, engine, leads, fresh=(2,)), 1)
+    last_fresh = engine._logits().copy()
+    assert engine.reading.stats().files == 2
+    engine.trim(0)
+    engine.generate(engine_prompt(QUESTION, CONTEXT, engine, leads), 1)
+    assert engine.reading.stats().files == 3
+    assert _kl(engine._logits(), last_fresh) > 0
+
+
+def test_every_sentence_in_place_is_reading_whole(engine):
+    prompt = engine_prompt(QUESTION, CONTEXT, engine, fresh=(0, 1, 2))
+    assert (prompt.pieces, prompt.fresh) == ((), ())
+    assert prompt.text == engine_prompt(QUESTION, CONTEXT, engine).text
+    out = engine.generate(prompt, 1)
+    assert engine.reading.stats().files == 0
+    assert out.timings.reading_tokens == 0
 
 
 def test_cached_or_not_the_same_answer(engine):
@@ -187,3 +220,8 @@ def test_reuse_stops_where_sentences_were_read_otherwise():
     assert _reusable(kv, apart, [*kv, 99], [(5, ()), (10, (8,))], 15) == 10
     # Apart before, together now: back to the first sentence read apart.
     assert _reusable(kv, apart, [*kv, 99], [], 0) == 5
+    # Read in place before, apart now (or the other way): back to its start.
+    fresh = [(5, ()), (10, FRESH)]
+    assert _reusable(kv, fresh, [*kv, 99], apart, 15) == 10
+    assert _reusable(kv, apart, [*kv, 99], fresh, 15) == 10
+    assert _reusable(kv, fresh, [*kv, 99], fresh, 15) == 20

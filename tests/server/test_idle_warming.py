@@ -32,9 +32,10 @@ def settings(tmp_path: Path, embedder) -> Settings:
     cache = tmp_path / "cache"
     cache.mkdir()
     (cache / "models").symlink_to(Settings().cache_dir / "models", target_is_directory=True)
+    # Margin 0: every answer is kept as read apart, so its figures are the cache's.
     s = load_settings(
         {"index_dir": tmp_path / "idx", "cache_dir": cache, "reading_cache": True,
-         "answer_cache": False}
+         "answer_cache": False, "reading_margin": 0.0}
     )  # fmt: skip
     build_index([docs], s, embedder=embedder)
     return s

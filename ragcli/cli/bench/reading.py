@@ -43,12 +43,14 @@ def reading_command(
         from rich.table import Table
 
         table = Table(title=f"{report.model}: {len(report.rows)} new questions (medians)")
-        for col in ("prompt read as", "first token", "tokens read", "vs whole"):
+        for col in ("prompt read as", "first token", "tokens read", "vs whole", "read again"):
             table.add_column(col, justify="left" if col == "prompt read as" else "right")
         whole = report.median_ttft("whole") or 1.0
         for m in report.modes:
             ms = report.median_ttft(m)
-            table.add_row(m, f"{ms:.0f} ms", f"{report.median_read(m):.0f}", f"{ms / whole:.2f}")
+            again = str(report.rereads(m))
+            read = f"{report.median_read(m):.0f}"
+            table.add_row(m, f"{ms:.0f} ms", read, f"{ms / whole:.2f}", again)
         console = stdout_console()
         console.print(table)
         console.print(
