@@ -11,6 +11,7 @@ from . import (
     models_side_by_side,
     prefix_cache_workload,
     quiet_rate,
+    reading_margin,
 )
 
 app = typer.Typer(
@@ -23,6 +24,7 @@ app.command("workload")(prefix_cache_workload.workload_command)
 app.command("semcache")(answer_cache_threshold.semcache_command)
 app.command("index-types")(faiss_index_types.index_types_command)
 app.command("quiet-rate")(quiet_rate.quiet_rate_command)
+app.command("reading-margin")(reading_margin.reading_margin_command)
 
 if __name__ == "__main__":
     app(prog_name="python -m benchmarks")
