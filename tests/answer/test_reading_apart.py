@@ -32,7 +32,7 @@ def test_an_answer_read_apart_that_won_by_a_hair_is_read_again_whole(
     corpus_index, embedder, tmp_path
 ):
     # Read apart, the Koblenz sentence never saw the other rivers' sentences and the model
-    # copied "Aare" from a neighbouring one (issue #45, demo-08), winning by 0.12 logits.
+    # copied "Aare" from a neighbouring one (demo-08), winning by a few tenths of a logit.
     question = "Which tributary meets the Rhine at Koblenz?"
     answers = {}
     for name, over in {
