@@ -3,6 +3,9 @@
 All sources are validated once, into one frozen dataclass, so that a typo in
 a key or a wrong type is an error at start-up instead of a setting that is
 silently ignored.
+
+This module is long because every setting is declared here once, with its default, its
+variable and the text the README's table and `rag config` show, and checked here once.
 """
 
 from __future__ import annotations

@@ -5,6 +5,10 @@ that we decide which tokens are evaluated: the KV cache of the longest common
 prefix is kept between questions in one process, and can be restored from
 disk (:mod:`ragcli.llm.kv_cache`) in a new one. Prefill, the cost that grows with
 prompt length, is timed on its own.
+
+This module is long because one KV state is shared by everything that reuses it: the
+prefix cache, sentences placed from the reading cache or read in place, the thread
+governor and copy-only decoding must agree on which cells hold which tokens.
 """
 
 from __future__ import annotations
