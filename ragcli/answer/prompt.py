@@ -120,8 +120,8 @@ def in_place(sentences: Sequence[str], best: Sequence[int], share: float) -> tup
 
 def _fresh(context: Sequence[str], fresh: Sequence[int]) -> tuple[int, ...]:
     """``fresh`` (indexes of ``context``) as indexes of :func:`pieces` (empty lines gone)."""
-    kept = [i for i, line in enumerate(context) if one_line(line)]
-    return tuple(k for k, i in enumerate(kept) if i in set(fresh))
+    kept, wanted = [i for i, line in enumerate(context) if one_line(line)], set(fresh)
+    return tuple(k for k, i in enumerate(kept) if i in wanted)
 
 
 def _cut(prompt: Prompt) -> Prompt:
