@@ -12,6 +12,8 @@ from . import (
     prefix_cache_workload,
     quiet_rate,
     reading_margin,
+    rerank_layers,
+    rerank_side_by_side,
 )
 
 app = typer.Typer(
@@ -25,6 +27,9 @@ app.command("semcache")(answer_cache_threshold.semcache_command)
 app.command("index-types")(faiss_index_types.index_types_command)
 app.command("quiet-rate")(quiet_rate.quiet_rate_command)
 app.command("reading-margin")(reading_margin.reading_margin_command)
+app.command("rerank")(rerank_side_by_side.rerank_command)
+app.command("rerank-layers")(rerank_layers.rerank_layers_command)
+app.command("rerank-fit")(rerank_layers.rerank_fit_command)
 
 if __name__ == "__main__":
     app(prog_name="python -m benchmarks")

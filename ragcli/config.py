@@ -35,6 +35,8 @@ DEFAULT_EMBED_BACKEND = "onnx-int8"
 ANSWER_SETTINGS = (
     "top_k",
     "retriever",
+    "rerank",
+    "rerank_candidates",
     "context_passages",
     "context_sentences",
     "min_score",
@@ -159,6 +161,18 @@ class Settings:
             "question; does the answer's sentence state it), about a second per answer; "
             "`false`: judged without."
         ),
+    )
+    rerank: bool = field(
+        default=False,
+        metadata=doc(
+            "Let the model re-rank `rerank_candidates` retrieved passages by where its "
+            "attention goes when it reads the question (answer/rerank.py), and read the best "
+            "`top_k`.",
+            env="RAG_RERANK",
+        ),
+    )
+    rerank_candidates: int = field(
+        default=12, metadata=doc("Passages retrieved for the model to re-rank.")
     )
     context_passages: int = field(
         default=4, metadata=doc("The model reads sentences of this many best passages ...")
@@ -325,6 +339,7 @@ class Settings:
             "max_tokens",
             "context_passages",
             "context_sentences",
+            "rerank_candidates",
             "cache_max_bytes",
             "reading_cache_max_bytes",
             "answer_cache_max_bytes",

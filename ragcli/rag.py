@@ -71,12 +71,16 @@ class Rag:
     def search(
         self, query: str, top_k: int | None = None, retriever: str | None = None
     ) -> SearchResult:
-        """The top-k passages for ``query`` (dense, bm25 or hybrid: default the settings')."""
+        """The top-k passages for ``query`` (dense, bm25 or hybrid: default the settings'),
+        re-ranked by the model when `rerank` is on."""
         from .answer.question_batch import check_question
 
         query = check_question(query)
         with self._lock:
-            result = self._retriever.search(query, top_k, retriever)
+            if self.settings.rerank:
+                result = self._answering().search(query, top_k, retriever)
+            else:
+                result = self._retriever.search(query, top_k, retriever)
             self._saw(result.generation)
         return result
 

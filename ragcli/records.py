@@ -74,6 +74,9 @@ class Hit:
     score: float
     rank: int
     similarity: float
+    # Where the model's attention put it among the candidates (answer/rerank.py); None:
+    # not re-ranked, and the rank is the retriever's.
+    rerank_score: float | None = None
 
     @property
     def location(self) -> str:
@@ -100,5 +103,6 @@ class Hit:
             "citation": self.citation,
             "score": round(self.score, 4),
             "similarity": round(self.similarity, 4),
+            "rerank_score": self.rerank_score,
             "text": c.text,
         }

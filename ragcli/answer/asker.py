@@ -42,6 +42,7 @@ from .prompt import (
     in_place,
 )
 from .question import Question
+from .rerank import reranked
 from .retrieval import Retriever, SearchResult
 from .verdict import Verdict
 
@@ -64,6 +65,7 @@ class AnswerTimings(Timings):
     search_ms: float = 0.0
     model_load_ms: float = 0.0
     focus_ms: float = 0.0
+    rerank_ms: float = 0.0  # the model ranking the candidates (answer/rerank.py)
     # A reading apart given up because its answer won by too little (see reading_margin).
     reread_ms: float = 0.0
 
@@ -75,7 +77,7 @@ class AnswerTimings(Timings):
 
     def as_dict(self) -> dict[str, float | int | str]:
         out = super().as_dict()
-        first = ("embed_ms", "search_ms", "model_load_ms", "focus_ms")
+        first = ("embed_ms", "search_ms", "rerank_ms", "model_load_ms", "focus_ms")
         return {**{k: out[k] for k in first}, **{k: v for k, v in out.items() if k not in first}}
 
 
@@ -286,7 +288,9 @@ class Asker:
         started = time.perf_counter()
         s = self.settings
         asked = Question.parse(question)
-        found = self.retriever.search(question, s.top_k)
+        # Re-ranked, the answer still comes from the candidates: they key the answer cache,
+        # which then answers without the model.
+        found = self.retriever.search(question, self.candidates())
         timings = AnswerTimings(
             embed_ms=round(found.embed_ms, 2), search_ms=round(found.search_ms, 2)
         )
@@ -325,7 +329,9 @@ class Asker:
             )
 
         if self.retriever.unknown_names(asked):  # about something the documents never name
-            return answer(verdict.nothing_found(asked), found.hits)
+            return answer(verdict.nothing_found(asked), found.hits[: s.top_k])
+        found = self.rerank(question, found, s.top_k)
+        timings.rerank_ms = round(found.rerank_ms, 2)
         t0 = time.perf_counter()
         asked, hits, chosen = self.read(asked, found)
         timings.focus_ms = _ms_since(t0)
@@ -397,6 +403,23 @@ class Asker:
             question, chosen, hits, dec, copied, self.retriever.rare_words, checks, s.use_cache
         )
         return verdict.judge_copied(question, copied, chosen, hits, measured, s, gen.text)
+
+    def candidates(self, k: int | None = None) -> int:
+        """Passages to retrieve for ``k`` read: more when the model re-ranks them."""
+        k = k or self.settings.top_k
+        return max(k, self.settings.rerank_candidates) if self.settings.rerank else k
+
+    def rerank(self, question: str, found: SearchResult, k: int) -> SearchResult:
+        """The ``k`` of ``found`` the model ranks best, with `rerank` on (else the first)."""
+        engine = self.engine if self.settings.rerank and len(found.hits) > k else None
+        return reranked(question, found, engine, k)
+
+    def search(
+        self, query: str, k: int | None = None, retriever: str | None = None
+    ) -> SearchResult:
+        """The top ``k`` passages for ``query``, re-ranked by the model when `rerank` is on."""
+        k = k or self.settings.top_k
+        return self.rerank(query, self.retriever.search(query, self.candidates(k), retriever), k)
 
     def read(self, question: Question, found: SearchResult) -> tuple[Question, list[Hit], Focus]:
         """What the model reads for ``question``: the question with the pages it names among

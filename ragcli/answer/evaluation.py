@@ -129,7 +129,7 @@ def _alias_pattern(alias: str) -> re.Pattern[str]:
     return re.compile(head + re.escape(alias.lower()) + tail)
 
 
-def _names_an_alias(item: QAItem, text: str) -> bool:
+def names_an_alias(item: QAItem, text: str) -> bool:
     text = text.lower()
     return any(_alias_pattern(a).search(text) for a in item.answers if a)
 
@@ -140,7 +140,7 @@ def is_correct(item: QAItem, answer: Answer) -> bool:
     return (
         answer.answered
         and len(answer.answer.split()) <= MAX_ANSWER_WORDS
-        and _names_an_alias(item, answer.answer)
+        and names_an_alias(item, answer.answer)
     )
 
 
@@ -164,8 +164,8 @@ def _context_hits(
     _, _, chosen = asker.read(Question.parse(item.question), found)
     passages = found.hits[: asker.settings.context_passages]
     return (
-        _names_an_alias(item, one_line(" ".join(chosen.sentences))),
-        _names_an_alias(item, one_line(" ".join(h.chunk.text for h in passages))),
+        names_an_alias(item, one_line(" ".join(chosen.sentences))),
+        names_an_alias(item, one_line(" ".join(h.chunk.text for h in passages))),
     )
 
 
@@ -191,7 +191,7 @@ def evaluate(
     for item in items:
         context_hit = passage_hit = None
         if retrieval_only:
-            found = asker.retriever.search(item.question)
+            found = asker.search(item.question)
             answer = Answer(
                 question=item.question,
                 answer="",

@@ -259,8 +259,15 @@ def focus(
     pages = question.pages
     kept = {h.chunk.path for h in top if h.similarity >= near}
     for h in top:
-        # A passage far behind the best is someone else's page, unless its page is read.
-        if h.similarity < near and h.chunk.path not in pages and h.chunk.path not in kept:
+        # A passage far behind the best is someone else's page, unless its page is read,
+        # or the model chose it (answer/rerank.py): a passage that answers in other words
+        # is far from the question, and the model's attention found it there.
+        if (
+            h.similarity < near
+            and h.rerank_score is None
+            and h.chunk.path not in pages
+            and h.chunk.path not in kept
+        ):
             continue
         for j, s, lead in readable(h.chunk):
             if s not in seen and about(s, h.chunk.path, pages):

@@ -113,13 +113,18 @@ class SearchResult:
     search_ms: float
     vector: np.ndarray | None = field(default=None, repr=False)  # the query's embedding
     generation: str = ""  # the index commit searched
+    rerank_ms: float = 0.0  # the model ranking the candidates (answer/rerank.py)
 
     def as_dict(self) -> dict:
         """What `rag search --json`, POST /search and the MCP `search` tool return."""
         return {
             "query": self.query,
             "results": [h.as_dict() for h in self.hits],
-            "timings": {"embed_ms": round(self.embed_ms, 2), "search_ms": round(self.search_ms, 2)},
+            "timings": {
+                "embed_ms": round(self.embed_ms, 2),
+                "search_ms": round(self.search_ms, 2),
+                "rerank_ms": round(self.rerank_ms, 2),
+            },
         }
 
 

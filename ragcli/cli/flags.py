@@ -92,6 +92,13 @@ NO_ANSWER_CACHE = Flag(
     "switch",
     sets=(("answer_cache", False),),
 )
+RERANK = Flag(
+    "rerank",
+    ("--rerank",),
+    "Let the model re-rank more candidates by where its attention goes (env RAG_RERANK).",
+    "switch",
+    sets=(("rerank", True),),
+)
 NO_SERVER = Flag(
     "no_server",
     ("--no-server",),
@@ -105,7 +112,7 @@ PROFILE = Flag(
 )
 
 # What every command that searches takes, and what every command that answers takes.
-SEARCHING = (TOP_K, RETRIEVER, INDEX, STORE)
+SEARCHING = (TOP_K, RETRIEVER, RERANK, INDEX, STORE)
 ANSWERING = (*SEARCHING, MODEL, LLM_URL, MAX_TOKENS, NO_CACHE, NO_ANSWER_CACHE)
 
 # The options of the two commands a running server may answer (cli/via_server.py).

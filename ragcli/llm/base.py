@@ -8,7 +8,7 @@ server).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -107,6 +107,7 @@ class Engine(Protocol):
     bos: str
     eos: str
     can_constrain: bool  # whether generate() takes a constraint
+    can_rank: bool  # whether it is a Ranker too
 
     @property
     def vocabulary(self) -> Vocabulary | None:
@@ -164,6 +165,23 @@ class StopStream:
             self.on_text(self.text[self.emitted :])
             self.emitted = len(self.text)
         return self.text
+
+
+class Ranker(Protocol):
+    """An engine that shows where its attention goes (answer/rerank.py, llm/attention.py)."""
+
+    chat_template: str | None
+    bos: str
+    eos: str
+
+    def passage_attention(
+        self, head: str, passages: Sequence[str], between: str, queries: Sequence[str]
+    ) -> tuple[np.ndarray, int]:
+        """[query, layer, passage]: the attention each query, read after ``head``, the
+        ``passages`` and ``between``, pays each passage (summed over the passage's tokens,
+        the query's tokens and the heads), and how many tokens were read. Passages past
+        what the context holds are left out: the array then has fewer."""
+        ...
 
 
 class StatefulEngine(Protocol):

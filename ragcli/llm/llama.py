@@ -19,6 +19,7 @@ import itertools
 import logging
 import threading
 import time
+from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -34,6 +35,9 @@ from .reading_cache import SEQUENCES, SentenceReader
 from .threads import engine_governor
 
 if TYPE_CHECKING:
+    import numpy as np
+
+    from .attention import AttentionReader
     from .constrain import Vocabulary
     from .kv_cache import PrefixCache
     from .reading_cache import ReadingCache
@@ -43,6 +47,9 @@ if TYPE_CHECKING:
 # look chose for 4 s or more. Smaller calls read more slowly: on a quiet 2-core machine C
 # (docs/BENCHMARKS.md), 448 tokens at 2.4 % below one call in 256-token calls, 7.6 % in 128.
 GOVERNED_BATCH = 256
+# Tokens the context that ranks candidates holds: 12-20 passages of up to 200 tokens, the
+# instructions and the question (f16 keys and values: 28 KB a token for the 1.5B model).
+RANK_CTX = 6144
 
 
 Apart = list[tuple[int, tuple[int, ...]]]  # where each piece read apart starts, its lead
@@ -67,6 +74,7 @@ class LlamaEngine:
     """One loaded GGUF model and context; answers prompts one at a time."""
 
     can_constrain = True  # logits are at hand: generation can be a constrained choice
+    can_rank = True  # attention weights too (llm/attention.py)
 
     def __init__(
         self,
@@ -148,6 +156,7 @@ class LlamaEngine:
         self._sentences = SentenceReader(self, reading) if reading is not None else None
         self._vocab_lock = threading.Lock()
         self._vocab_future: Future[Vocabulary] | None = None
+        self._attention: AttentionReader | None = None
         meta = self.llm.metadata
         self.chat_template = meta.get("tokenizer.chat_template")  # base models have none
         self.bos = self._piece(self.llm.token_bos())
@@ -231,6 +240,39 @@ class LlamaEngine:
             if lib.llama_vocab_is_eog(vocab, tok):
                 ends.append(tok)
         return Vocabulary.build(pieces, ends)
+
+    def passage_attention(
+        self, head: str, passages: Sequence[str], between: str, queries: Sequence[str]
+    ) -> tuple[np.ndarray, int]:
+        """See :class:`~ragcli.llm.base.Ranker`. Passages and queries are the user's text:
+        tokenized as text, so none can forge a control token."""
+        from .attention import AttentionReader
+
+        if self._attention is None:
+            self._attention = AttentionReader(
+                self._lib, self.llm.model, RANK_CTX, self.n_batch, self._threads
+            )
+        reader = self._attention
+        reader.set_threads(self._fit_threads())
+
+        def tokens(text: str, first: bool = False, special: bool = False) -> list[int]:
+            return self.llm.tokenize(text.encode("utf-8"), add_bos=first, special=special)
+
+        context = tokens(head, first=True, special=True)
+        after = tokens(between, special=True)
+        asked = [tokens(q)[: reader.n_batch] for q in queries]
+        room = RANK_CTX - len(after) - max(map(len, asked), default=0)
+        spans = []
+        for text in passages:  # those that do not fit are left out, the last first
+            piece = tokens(text)
+            if len(context) + len(piece) > room:
+                break
+            spans.append((len(context), len(context) + len(piece)))
+            context += piece
+        attention = reader.read(context + after, spans, asked)
+        if self._governor is not None:
+            self._governor.pause()
+        return attention, len(context) + len(after) + sum(map(len, asked))
 
     def tokenize(self, prompt: Prompt) -> list[int]:
         return [t for seg in self._segment_tokens(prompt) for t in seg]
@@ -522,4 +564,7 @@ class LlamaEngine:
         if self._batch is not None:
             self._lib.llama_batch_free(self._batch)
             self._batch = None
+        if self._attention is not None:  # its context uses the model's weights: free it first
+            self._attention.close()
+            self._attention = None
         self.llm.close()

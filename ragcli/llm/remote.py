@@ -93,6 +93,7 @@ class RemoteEngine:
     eos = ""
     # A server returns text, not logits: answers are free and judged afterwards.
     can_constrain = False
+    can_rank = False  # a server shows no attention weights
     vocabulary = None
 
     def __init__(self, url: str, read_timeout: float = READ_TIMEOUT_S) -> None:

@@ -181,7 +181,8 @@ class Client:
         self.close()
 
 
-SEARCH_SETTINGS = ("index", "store", "embed_model")  # a search sends its own k and retriever
+# A search sends its own k and retriever; the model's re-ranking is the server's setting.
+SEARCH_SETTINGS = ("index", "store", "embed_model", "rerank", "rerank_candidates")
 
 
 def connect(settings: Settings, endpoint: Endpoint | None = None, purpose: str = "ask") -> Client:

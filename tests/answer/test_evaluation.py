@@ -51,14 +51,14 @@ def test_context_recall_counts_aliases_in_the_sentences_the_model_would_read(
 
 
 def test_aliases_match_whole_words_and_a_bad_source_is_one_line(tmp_path):
-    from ragcli.answer.evaluation import _names_an_alias
+    from ragcli.answer.evaluation import names_an_alias
     from ragcli.errors import UsageError
 
     item = load_questions(CORPORA / "questions.jsonl")[0]
     item = type(item)("x", "How many?", ("1", "one", "__new__"), True, ())
-    assert _names_an_alias(item, "1 (Ann Lee)")
-    assert not _names_an_alias(item, "1999") and not _names_an_alias(item, "none")
-    assert _names_an_alias(item, "override __new__()")
+    assert names_an_alias(item, "1 (Ann Lee)")
+    assert not names_an_alias(item, "1999") and not names_an_alias(item, "none")
+    assert names_an_alias(item, "override __new__()")
     path = tmp_path / "bad.jsonl"
     path.write_text('{"question": "q", "answers": ["a"], "source": [3]}\n')
     with pytest.raises(UsageError, match=r"bad.jsonl:1: not a question line \(source must be"):
