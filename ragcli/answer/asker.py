@@ -411,8 +411,9 @@ class Asker:
 
     def rerank(self, question: str, found: SearchResult, k: int) -> SearchResult:
         """The ``k`` of ``found`` the model ranks best, with `rerank` on (else the first)."""
-        engine = self.engine if self.settings.rerank and len(found.hits) > k else None
-        return reranked(question, found, engine, k)
+        if len(found.hits) <= k:
+            return found
+        return reranked(question, found, self.engine if self.settings.rerank else None, k)
 
     def search(
         self, query: str, k: int | None = None, retriever: str | None = None

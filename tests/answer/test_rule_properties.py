@@ -15,6 +15,7 @@ from ragcli.answer.asker import Asker
 from ragcli.answer.language import WORDS as REPLIES
 from ragcli.answer.language import detect, say
 from ragcli.answer.prompt import IDK, completion_prompt
+from ragcli.answer.retrieval import SearchResult
 from ragcli.config import load_settings
 from ragcli.llm.base import Generation, Timings
 from ragcli.records import Hit, StoredChunk
@@ -56,10 +57,8 @@ class _Retriever:
         self.embedder = embedder
         self.hits: list[Hit] = []
 
-    def search(self, question: str, k: int):
-        return SimpleNamespace(
-            hits=self.hits[:k], embed_ms=0.0, search_ms=0.0, vector=None, generation=""
-        )
+    def search(self, question: str, k: int) -> SearchResult:
+        return SearchResult(question, self.hits[:k], embed_ms=0.0, search_ms=0.0)
 
     def unknown_names(self, question: str) -> list[str]:
         return []
