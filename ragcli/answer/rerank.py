@@ -46,7 +46,7 @@ class Reranked:
     read_tokens: int
 
 
-def layout(engine: Engine, passages: Sequence[str]) -> tuple[str, list[str], str]:
+def layout(engine: Ranker, passages: Sequence[str]) -> tuple[str, list[str], str]:
     """The text before the passages, each passage as read, and the text between the last
     passage and the query: the model's chat template when it has one."""
     body = [f"[{i}] {one_line(p)}\n\n" for i, p in enumerate(passages, 1)]
@@ -91,7 +91,9 @@ def reranked(question: str, found: SearchResult, engine: Engine | None, k: int) 
     engine (`rerank` off) or one that shows no attention (a server's)."""
     if engine is not None and engine.can_rank:
         ranked = by_attention(question, found.hits, cast(Ranker, engine), k)
-        return replace(found, hits=ranked.hits, rerank_ms=ranked.rank_ms)
+        return replace(
+            found, hits=ranked.hits, rerank_ms=ranked.rank_ms, rerank_tokens=ranked.read_tokens
+        )
     if engine is not None:
         log.warning("the model at %s cannot re-rank: retrieval's order kept", engine.model.name)
     return replace(found, hits=found.hits[:k])

@@ -114,6 +114,7 @@ class SearchResult:
     vector: np.ndarray | None = field(default=None, repr=False)  # the query's embedding
     generation: str = ""  # the index commit searched
     rerank_ms: float = 0.0  # the model ranking the candidates (answer/rerank.py)
+    rerank_tokens: int = 0  # the tokens it read to rank them
 
     def as_dict(self) -> dict:
         """What `rag search --json`, POST /search and the MCP `search` tool return."""
@@ -124,6 +125,7 @@ class SearchResult:
                 "embed_ms": round(self.embed_ms, 2),
                 "search_ms": round(self.search_ms, 2),
                 "rerank_ms": round(self.rerank_ms, 2),
+                "rerank_tokens": self.rerank_tokens,
             },
         }
 

@@ -139,9 +139,13 @@ def timing_line(t: dict[str, Any], reason: str, cache_similarity: float | None =
 
 
 def search_text(result: dict[str, Any]) -> str:
-    """What `rag search` prints: each passage's citation, similarity and opening words."""
+    """What `rag search` prints: each passage's citation, similarity (and the model's score,
+    re-ranked) and opening words."""
     out = []
     for s in result["results"]:
-        out.append(f"[{s['rank']}] {display_path(citation(s))}  similarity {s['similarity']:.3f}")
+        line = f"[{s['rank']}] {display_path(citation(s))}  similarity {s['similarity']:.3f}"
+        if s.get("rerank_score") is not None:
+            line += f"  model {s['rerank_score']:.1f}"
+        out.append(line)
         out.append("    " + " ".join(s["text"].split())[:300])
     return "".join(line + "\n" for line in out)

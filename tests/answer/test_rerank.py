@@ -90,6 +90,7 @@ def test_the_answer_retrieved_last_comes_into_the_top_four(kerrow):
     assert ranked == sorted(ranked, reverse=True)
     assert all(r["score"] > 0 for r in results)  # the retriever's score is kept beside it
     assert out["timings"]["rerank_ms"] > 0
+    assert out["timings"]["rerank_tokens"] > sum(len(t.split()) for t in KERROW.values())
 
 
 def test_an_answer_from_a_passage_retrieval_ranked_last(kerrow, embedder):
