@@ -80,7 +80,7 @@ class _Tap:
             or nb[1] != 4 * ne[0]
             or ne[1] < self.rows
             or ne[3] != 1
-            or max(e for _, e in self.spans) > ne[0]
+            or max((e for _, e in self.spans), default=0) > ne[0]
         ):
             self.fault = f"attention weights of an unexpected shape {ne[:3]}"
             return False
