@@ -22,7 +22,9 @@ from ragcli.config import load_settings
 
 def _shown(prompt: str) -> str:
     """The context line the model read last: the question's own sentences."""
-    return prompt.rsplit("Context:", 1)[-1].split("\nQuestion:", 1)[0]
+    from ragcli.answer.prompt import LABEL
+
+    return prompt.rsplit(LABEL, 1)[-1].split("\nQuestion:", 1)[0]
 
 
 def summary(rows: list[dict], mode: str) -> dict:

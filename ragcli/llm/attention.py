@@ -135,9 +135,8 @@ class AttentionReader:
             raise ModelError(f"{len(context) + longest} tokens to rank do not fit in {self.n_ctx}")
         self._lib.llama_memory_clear(self._mem, True)
         self._decode(context, 0)
-        out = []
+        out, tap = [], self._tap
         for query in queries:
-            tap = self._tap
             tap.rows, tap.spans, tap.layers, tap.fault = len(query), list(spans), {}, ""
             tap.armed = True
             try:
