@@ -5,8 +5,9 @@ among the candidates, layer by layer, for each answerable question; and
 The first reads, for every question, its `rerank_candidates` passages and the question and
 "N/A" after them (answer/rerank.py's layout, through the engine's `passage_attention`), and
 keeps the attention per layer and passage with whether each passage holds an answer alias.
-The second ranks the candidates offline under each choice (the first layer summed; the
-content-free query's attention subtracted as it is, as that of its mean token, or not at all) and reports, per file,
+The second ranks the candidates offline under each choice (the first layer summed and the
+last; the content-free query's attention subtracted as it is, as that of its mean token, or
+not at all) and reports, per file,
 answers in the top 1 and top 4 and the mean reciprocal rank of the first passage with one,
 beside the retriever's own order.
 """
@@ -65,11 +66,12 @@ def rerank_layers_command(
         engine.close()  # type: ignore[attr-defined]
 
 
-def order(row: dict, first: int, calibration: str) -> list[int]:
-    """The candidates best first under one choice; ties keep the retriever's order."""
+def order(row: dict, first: int, calibration: str, end: int | None = None) -> list[int]:
+    """The candidates best first under one choice (layers ``first`` to before ``end``);
+    ties keep the retriever's order."""
     import numpy as np
 
-    a = np.asarray(row["attention"])[:, first:, :].sum(axis=1)  # summed over query tokens
+    a = np.asarray(row["attention"])[:, first:end, :].sum(axis=1)  # over the layers
     if calibration == "per-token":  # each query's mean token subtracted
         a = a / np.asarray(row["query_tokens"])[:, None]
     score = a[0] if calibration == "none" else a[0] - a[1]
@@ -103,12 +105,13 @@ def rerank_fit_command(
             f"candidates {ceiling}; candidates in retrieval's order: hit@1 {plain[0]} "
             f"hit@4 {plain[1]} MRR {plain[2]}"
         )
+    firsts = sorted({0, layers // 6, layers // 4, layers // 3, layers // 2, 2 * layers // 3})
     for calibration in CALIBRATIONS:
-        for first in sorted(
-            {0, layers // 6, layers // 4, layers // 3, layers // 2, 2 * layers // 3}
-        ):
-            cells = []
-            for name, rows in data.items():
-                h1, h4, mrr = quality(rows, [order(r, first, calibration) for r in rows])
-                cells.append(f"{name} {h1}/{h4}/{mrr}")
-            typer.echo(f"{calibration:9} from layer {first:2}: " + "  ".join(cells))
+        for first in firsts:
+            for end in sorted({layers, *range(first + 2, layers, 2)}):
+                cells = []
+                for name, rows in data.items():
+                    o = [order(r, first, calibration, end) for r in rows]
+                    h1, h4, mrr = quality(rows, o)
+                    cells.append(f"{name} {h1}/{h4}/{mrr}")
+                typer.echo(f"{calibration:9} layers {first:2}-{end - 1:2}: " + "  ".join(cells))

@@ -6,18 +6,26 @@ Two askers are open at once, one with `rerank` on; each question goes to both, i
 it is right, the first token, the ranking's share of it, and whether an answer alias is in
 the passages read and in the sentences shown. The answer cache is off; the prefix cache is
 on, as a user has it.
+
+The caches start empty (a folder of their own, the models linked into it). `--reading-cache`:
+both read sentences apart (llm/reading_cache.py). `--warm` asks every question once before
+the measured turns, unmeasured but for its first tokens (reported as `cold`), so that the
+measured turns are new questions over sentences read before: an answer's own prompt is never
+kept whole with the reading cache on, so asking again reads the question anew. The ranking
+reads its candidates whole every time.
 """
 
 from __future__ import annotations
 
 import json
 import statistics
+import tempfile
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from ragcli.config import load_settings
+from ragcli.config import Settings, load_settings
 
 
 def _shown(prompt: str) -> str:
@@ -50,6 +58,8 @@ def rerank_command(
     index: Annotated[Path, typer.Argument(help="The index the questions are asked of.")],
     limit: Annotated[int, typer.Option(min=1, help="The first N questions only.")] = 1000,
     out: Annotated[Path | None, typer.Option(help="Write each question's pair here.")] = None,
+    reading_cache: Annotated[bool, typer.Option(help="Both read sentences apart.")] = False,
+    warm: Annotated[bool, typer.Option(help="Ask each question once first.")] = False,
 ) -> None:
     """Answers, passages shown and first tokens with re-ranking and without."""
     from ragcli.answer.asker import Asker
@@ -57,13 +67,25 @@ def rerank_command(
     from ragcli.answer.prompt import one_line
 
     items = load_questions(questions)[:limit]
-    base = {"index_dir": index, "answer_cache": False}
+    caches = tempfile.TemporaryDirectory(prefix="rerank-bench-")
+    cache = Path(caches.name)
+    (cache / "models").symlink_to(Settings().cache_dir / "models", target_is_directory=True)
+    base = {
+        "index_dir": index,
+        "answer_cache": False,
+        "reading_cache": reading_cache,
+        "cache_dir": cache,
+    }
     askers = {
         "plain": Asker(load_settings({**base, "rerank": False})),
         "reranked": Asker(load_settings({**base, "rerank": True})),
     }
     rows: list[dict] = []
+    cold: dict[str, list[float]] = {"plain": [], "reranked": []}
     try:
+        for item in items if warm else []:
+            for mode, asker in askers.items():
+                cold[mode].append(asker.ask(item.question).timings.ttft_ms)
         for n, item in enumerate(items):
             row: dict = {"id": item.id, "answerable": item.answerable}
             turn = ("plain", "reranked") if n % 2 == 0 else ("reranked", "plain")
@@ -89,6 +111,7 @@ def rerank_command(
     finally:
         for asker in askers.values():
             asker.close()
+        caches.cleanup()
     ratios = [
         r["reranked"]["ttft_ms"] / r["plain"]["ttft_ms"] for r in rows if r["plain"]["ttft_ms"]
     ]
@@ -99,6 +122,8 @@ def rerank_command(
         "ttft_ratio_median": round(statistics.median(ratios), 3) if ratios else None,
         "answers_changed": sum(r["plain"]["answer"] != r["reranked"]["answer"] for r in rows),
     }
+    if warm:
+        report["cold_ttft_ms_median"] = {m: round(statistics.median(v), 1) for m, v in cold.items()}
     typer.echo(json.dumps(report, indent=2))
     if out is not None:
         out.write_text(json.dumps({"report": report, "rows": rows}, indent=1) + "\n")

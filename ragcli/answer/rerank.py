@@ -5,8 +5,14 @@ passage would cost several first tokens. In-context re-ranking (ICR; Chen, Jimé
 and Su, ICLR 2025) reads the candidates once, then two short queries after them: the
 question, and a content-free one ("N/A") in its place. A passage's score is the attention the
 question's tokens pay it less what the content-free query's pay it (length and position
-draw attention whatever is asked), summed over the deeper half of the layers: the first
-layers look at position, not meaning (docs/BENCHMARKS.md, "The reader ranks what it reads").
+draw attention whatever is asked), summed over a band of middle layers: the first layers
+look at position, not meaning, and the layers after the band add nothing, so they are not
+computed (docs/BENCHMARKS.md, "The reader ranks what it reads").
+
+The candidates are read together, each after those before it. Read apart (each after the
+fixed text alone, so that its keys and values could be kept for the next question that
+retrieves it), they ranked worse than retrieval on a set nothing was fitted on
+(docs/BENCHMARKS.md): what a passage is, beside the others, is part of the signal.
 """
 
 from __future__ import annotations
@@ -31,10 +37,12 @@ CONTENT_FREE = "N/A"
 SYSTEM = "You find the passages that answer a question."
 ASK = "Which passage answers this question?\nQuestion: "
 LABEL = "Passages:\n\n"
-# The first layer summed, as a share of the model's depth, and the calibration: fit on dev
-# and near-topic by answers in the top 4, then by mean reciprocal rank; each of the first
-# eight layers alone ranked worse than the retriever (docs/BENCHMARKS.md).
+# The band of layers summed, as shares of the model's depth (layers 14-17 of 28), and the
+# calibration: fit on dev and near-topic by answers in the top 4, then by the fewest layers
+# computed, then by mean reciprocal rank; each of the first eight layers alone ranked worse
+# than the retriever (docs/BENCHMARKS.md).
 FIRST_LAYER_SHARE = 1 / 2
+END_LAYER_SHARE = 9 / 14
 
 
 @dataclass(frozen=True)
@@ -64,8 +72,9 @@ def layout(engine: Ranker, passages: Sequence[str]) -> tuple[str, list[str], str
 
 def scores(attention: np.ndarray) -> np.ndarray:
     """One score a passage from [query, layer, passage] attention (the question, then the
-    content-free query): calibrated, over the deeper layers."""
-    first = int(attention.shape[1] * FIRST_LAYER_SHARE)
+    content-free query), read to :data:`END_LAYER_SHARE` of the model's depth: calibrated,
+    over the band of layers."""
+    first = round(attention.shape[1] * FIRST_LAYER_SHARE / END_LAYER_SHARE)
     summed = attention[:, first:, :].sum(axis=1)
     return summed[0] - summed[1]
 
@@ -77,7 +86,7 @@ def by_attention(question: str, hits: Sequence[Hit], ranker: Ranker, keep: int) 
     t0 = time.perf_counter()
     head, body, between = layout(ranker, [h.chunk.text for h in hits])
     attention, read = ranker.passage_attention(
-        head, body, between, [one_line(question), CONTENT_FREE]
+        head, body, between, [one_line(question), CONTENT_FREE], END_LAYER_SHARE
     )
     s: list[float | None] = [round(float(x), 4) for x in scores(attention)]
     s += [None] * (len(hits) - len(s))  # left out of the model's context: after the others

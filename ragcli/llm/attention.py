@@ -10,7 +10,9 @@ it computes to the graph callback ``cb_eval`` the context was made with.
 :class:`AttentionReader` is a second llama.cpp context over an engine's loaded weights,
 made with that callback: the weights are shared, the KV cache and compute buffers are its
 own, so reading the candidates disturbs neither the answer's prefix cache nor depends on
-its KV type (q8_0 keys and values need flash attention).
+its KV type (q8_0 keys and values need flash attention). Layers past the last one the
+ranking sums are not computed at all: the callback stops the graph after that layer's
+weights (ggml's scheduler ends a graph whose callback answers false).
 """
 
 from __future__ import annotations
@@ -54,10 +56,12 @@ class _Tensor(ctypes.Structure):
 
 class _Tap:
     """The graph callback: while armed, the attention the first ``rows`` rows of the batch
-    pay to each span of cells, summed over those rows and every head, one array a layer."""
+    pay to each span of cells, summed over those rows and every head, one array a layer.
+    Layer ``last`` is the last computed, armed or not."""
 
-    def __init__(self, lib: ModuleType) -> None:
+    def __init__(self, lib: ModuleType, last: int) -> None:
         self.armed = False
+        self.last = last
         self.rows = 0  # the first ``rows`` tokens of the batch are the query's
         self.spans: list[tuple[int, int]] = []
         self.layers: dict[int, np.ndarray] = {}
@@ -71,8 +75,11 @@ class _Tap:
         m = _NAME.fullmatch(t.name)
         if m is None:
             return not ask  # ask: not wanted; told: go on
+        layer = int(m.group(1))
         if ask:
-            return self.armed
+            return self.armed or layer >= self.last
+        if not self.armed:
+            return layer < self.last
         ne, nb = list(t.ne), list(t.nb)
         if (
             t.type != GGML_TYPE_F32
@@ -88,17 +95,21 @@ class _Tap:
         buf = (ctypes.c_float * n).from_address(t.data)
         weights = np.frombuffer(buf, dtype=np.float32, count=n).reshape(ne[2], ne[1], ne[0])
         looked = weights[:, : self.rows, :].sum(axis=(0, 1))  # [n_kv]
-        self.layers[int(m.group(1))] = np.array([looked[s:e].sum() for s, e in self.spans])
-        return True
+        self.layers[layer] = np.array([looked[s:e].sum() for s, e in self.spans])
+        return layer < self.last
 
 
 class AttentionReader:
     """A context of its own over ``model`` (a ``llama_model`` pointer) that reads a prompt
-    and then queries after it, and tells how much each query looks at each span."""
+    and then queries after it, and tells how much each query looks at each span, in the
+    first ``layers`` layers (the only ones computed)."""
 
-    def __init__(self, lib: ModuleType, model: int, n_ctx: int, n_batch: int, threads: int):
+    def __init__(
+        self, lib: ModuleType, model: int, n_ctx: int, n_batch: int, threads: int, layers: int
+    ):
         self._lib = lib
-        self._tap = _Tap(lib)
+        self._tap = _Tap(lib, layers - 1)
+        self.layers = layers
         params = lib.llama_context_default_params()
         params.n_ctx = n_ctx
         params.n_batch = params.n_ubatch = n_batch
@@ -146,7 +157,7 @@ class AttentionReader:
                     raise
             finally:
                 tap.armed = False
-            if tap.fault or not tap.layers:
+            if tap.fault or len(tap.layers) != self.layers:
                 raise ModelError(tap.fault or "llama.cpp showed no attention weights")
             out.append(np.stack([tap.layers[i] for i in sorted(tap.layers)]))
             self._lib.llama_memory_seq_rm(self._mem, 0, len(context), -1)

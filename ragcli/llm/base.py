@@ -175,12 +175,18 @@ class Ranker(Protocol):
     eos: str
 
     def passage_attention(
-        self, head: str, passages: Sequence[str], between: str, queries: Sequence[str]
+        self,
+        head: str,
+        passages: Sequence[str],
+        between: str,
+        queries: Sequence[str],
+        depth: float = 1.0,
     ) -> tuple[np.ndarray, int]:
         """[query, layer, passage]: the attention each query, read after ``head``, the
         ``passages`` and ``between``, pays each passage (summed over the passage's tokens,
-        the query's tokens and the heads), and how many tokens were read. Passages past
-        what the context holds are left out: the array then has fewer."""
+        the query's tokens and the heads) in the first ``depth`` share of the layers (the
+        rest are not computed), and how many tokens were read. Passages past what the
+        context holds are left out: the array then has fewer."""
         ...
 
 

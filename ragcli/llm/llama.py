@@ -17,6 +17,7 @@ import contextlib
 import ctypes
 import itertools
 import logging
+import math
 import threading
 import time
 from collections.abc import Sequence
@@ -242,15 +243,24 @@ class LlamaEngine:
         return Vocabulary.build(pieces, ends)
 
     def passage_attention(
-        self, head: str, passages: Sequence[str], between: str, queries: Sequence[str]
+        self,
+        head: str,
+        passages: Sequence[str],
+        between: str,
+        queries: Sequence[str],
+        depth: float = 1.0,
     ) -> tuple[np.ndarray, int]:
         """See :class:`~ragcli.llm.base.Ranker`. Passages and queries are the user's text:
         tokenized as text, so none can forge a control token."""
         from .attention import AttentionReader
 
+        layers = max(1, math.ceil(self._lib.llama_model_n_layer(self.llm.model) * depth))
+        if self._attention is not None and self._attention.layers != layers:
+            self._attention.close()
+            self._attention = None
         if self._attention is None:
             self._attention = AttentionReader(
-                self._lib, self.llm.model, RANK_CTX, self.n_batch, self._threads
+                self._lib, self.llm.model, RANK_CTX, self.n_batch, self._threads, layers
             )
         reader = self._attention
         reader.set_threads(self._fit_threads())

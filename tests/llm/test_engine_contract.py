@@ -86,3 +86,9 @@ def test_shows_where_its_attention_goes_when_it_can_rank(engine: Engine):
     # Past the first layers, the question looks at the passage about its ferry.
     deep = attention[0, layers // 3 :].sum(axis=0)
     assert deep[0] > deep[1]
+    # Half the depth: the layers after it are not computed; those before are as they were.
+    half, _ = ranker.passage_attention(
+        "Passages:\n\n", passages, "Question: ", [QUESTION, "N/A"], depth=0.5
+    )
+    assert half.shape == (2, -(-layers // 2), 2)
+    assert half == pytest.approx(attention[:, : half.shape[1]], rel=1e-3, abs=1e-4)
