@@ -7,9 +7,8 @@ The first reads, for every question, its `rerank_candidates` passages and the qu
 keeps the attention per layer and passage with whether each passage holds an answer alias.
 The second ranks the candidates offline under each choice (the first layer summed and the
 last; the content-free query's attention subtracted as it is, as that of its mean token, or
-not at all) and reports, per file,
-answers in the top 1 and top 4 and the mean reciprocal rank of the first passage with one,
-beside the retriever's own order.
+not at all) and reports, per file, answers in the top 1 and top 4 and the mean reciprocal
+rank of the first passage with one, beside the retriever's own order.
 """
 
 from __future__ import annotations

@@ -59,9 +59,9 @@ class _Tap:
     pay to each span of cells, summed over those rows and every head, one array a layer.
     Layer ``last`` is the last computed, armed or not."""
 
-    def __init__(self, lib: ModuleType, last: int) -> None:
+    def __init__(self, lib: ModuleType) -> None:
         self.armed = False
-        self.last = last
+        self.last = 0
         self.rows = 0  # the first ``rows`` tokens of the batch are the query's
         self.spans: list[tuple[int, int]] = []
         self.layers: dict[int, np.ndarray] = {}
@@ -101,15 +101,11 @@ class _Tap:
 
 class AttentionReader:
     """A context of its own over ``model`` (a ``llama_model`` pointer) that reads a prompt
-    and then queries after it, and tells how much each query looks at each span, in the
-    first ``layers`` layers (the only ones computed)."""
+    and then queries after it, and tells how much each query looks at each span."""
 
-    def __init__(
-        self, lib: ModuleType, model: int, n_ctx: int, n_batch: int, threads: int, layers: int
-    ):
+    def __init__(self, lib: ModuleType, model: int, n_ctx: int, n_batch: int, threads: int):
         self._lib = lib
-        self._tap = _Tap(lib, layers - 1)
-        self.layers = layers
+        self._tap = _Tap(lib)
         params = lib.llama_context_default_params()
         params.n_ctx = n_ctx
         params.n_batch = params.n_ubatch = n_batch
@@ -130,10 +126,15 @@ class AttentionReader:
         self._lib.llama_set_n_threads(self.ctx, n, n)
 
     def read(
-        self, context: list[int], spans: Sequence[tuple[int, int]], queries: Sequence[list[int]]
+        self,
+        context: list[int],
+        spans: Sequence[tuple[int, int]],
+        queries: Sequence[list[int]],
+        layers: int,
     ) -> np.ndarray:
         """[query, layer, span]: the attention each query's tokens, read right after
-        ``context``, pay to each span of it, summed over the query's tokens and the heads.
+        ``context``, pay to each span of it, summed over the query's tokens and the heads,
+        in the first ``layers`` layers (the only ones computed, for the context too).
 
         The cache is cleared first, so cell i holds position i (llama.cpp fills cells from
         its head, which a clear sets to 0); each query is removed before the next."""
@@ -144,9 +145,10 @@ class AttentionReader:
             raise ModelError(f"a query of {longest} tokens is too long to rank by")
         if len(context) + longest > self.n_ctx:
             raise ModelError(f"{len(context) + longest} tokens to rank do not fit in {self.n_ctx}")
+        out, tap = [], self._tap
+        tap.last = layers - 1
         self._lib.llama_memory_clear(self._mem, True)
         self._decode(context, 0)
-        out, tap = [], self._tap
         for query in queries:
             tap.rows, tap.spans, tap.layers, tap.fault = len(query), list(spans), {}, ""
             tap.armed = True
@@ -157,7 +159,7 @@ class AttentionReader:
                     raise
             finally:
                 tap.armed = False
-            if tap.fault or len(tap.layers) != self.layers:
+            if tap.fault or len(tap.layers) != layers:
                 raise ModelError(tap.fault or "llama.cpp showed no attention weights")
             out.append(np.stack([tap.layers[i] for i in sorted(tap.layers)]))
             self._lib.llama_memory_seq_rm(self._mem, 0, len(context), -1)

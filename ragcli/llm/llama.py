@@ -254,13 +254,9 @@ class LlamaEngine:
         tokenized as text, so none can forge a control token."""
         from .attention import AttentionReader
 
-        layers = max(1, math.ceil(self._lib.llama_model_n_layer(self.llm.model) * depth))
-        if self._attention is not None and self._attention.layers != layers:
-            self._attention.close()
-            self._attention = None
         if self._attention is None:
             self._attention = AttentionReader(
-                self._lib, self.llm.model, RANK_CTX, self.n_batch, self._threads, layers
+                self._lib, self.llm.model, RANK_CTX, self.n_batch, self._threads
             )
         reader = self._attention
         reader.set_threads(self._fit_threads())
@@ -279,7 +275,8 @@ class LlamaEngine:
                 break
             spans.append((len(context), len(context) + len(piece)))
             context += piece
-        attention = reader.read(context + after, spans, asked)
+        layers = max(1, math.ceil(self._lib.llama_model_n_layer(self.llm.model) * depth))
+        attention = reader.read(context + after, spans, asked, layers)
         if self._governor is not None:
             self._governor.pause()
         return attention, len(context) + len(after) + sum(map(len, asked))
