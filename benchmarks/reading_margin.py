@@ -2,7 +2,8 @@
 whole, for each `reading_margin`, and how many questions each margin reads again.
 
 Each question is asked twice through `Asker`: with the reading cache off, then on with
-margin 0, keeping the answer and its margin (`signals.margin`). An answer read again is the
+margin 0, keeping the answer and its margin (`signals.margin`); read whole there for want of
+cached sentences, it is asked once more, now read apart. An answer read again is the
 whole reading's, so one pair of runs gives every margin: at M, a question whose margin is
 below M is read again (its answer the whole one), the others keep their answer read apart.
 """
@@ -56,6 +57,8 @@ def reading_margin_command(
             for n, (it, row) in enumerate(zip(items, rows, strict=True)):
                 typer.echo(f"{mode} {n + 1}/{len(items)}", err=True)
                 a = asker.ask(it.question)
+                if mode == "apart" and a.timings.keep_tokens:
+                    a = asker.ask(it.question)  # its sentences are kept now: read apart
                 row[mode] = {
                     "answer": a.answer,
                     "right": is_correct(it, a),

@@ -215,11 +215,19 @@ class Settings:
         metadata=doc("The prompt (KV) cache; `--no-cache` turns off it and the answer cache."),
     )
     reading_cache: bool = field(
+        default=True,
+        metadata=doc(
+            "Keep the keys and values of each context sentence once a question has read "
+            "it, so a later prompt whose sentences the cache holds reads only its question "
+            "(llm/reading_cache.py); `false`: every prompt is read whole.",
+            env="RAG_READING_CACHE",
+        ),
+    )
+    warm_idle: bool = field(
         default=False,
         metadata=doc(
-            "Read each context sentence apart and keep its keys and values, so a sentence "
-            "read for one question is not read again for the next (llm/reading_cache.py).",
-            env="RAG_READING_CACHE",
+            "`rag serve` reads the index's passages into the reading cache while no request "
+            "waits, those its questions found first."
         ),
     )
     reading_in_place: float = field(

@@ -22,6 +22,7 @@ from .. import __version__
 from ..config import ANSWER_SETTINGS, Settings
 from ..errors import RagError
 from ..llm.base import Engine, OnText, Timings
+from ..llm.constrain import SpanDecoder
 from ..llm.factory import open_engine
 from ..models import CATALOG, DEFAULT_MODEL, GenerationModel, generation_model
 from ..records import Hit
@@ -52,6 +53,11 @@ MODEL_REASONS = (
     "not_supported",
     "not_answerable",
 )  # outcomes the model decided
+# A prompt is read apart (its sentences placed from the reading cache) only when what the
+# cache lacks, encoded apart with the passage before each sentence, is at most this share
+# of the context read whole: else reading apart costs more than it saves, a question read
+# again whole (reading_margin) costs both, and reading whole gives reading whole's answer.
+APART_UNREAD = 0.25
 
 
 @dataclass
@@ -68,6 +74,10 @@ class AnswerTimings(Timings):
     rerank_ms: float = 0.0  # the model ranking the candidates (answer/rerank.py)
     # A reading apart given up because its answer won by too little (see reading_margin).
     reread_ms: float = 0.0
+    # After a prompt read whole for want of cached sentences: its sentences read apart into
+    # the reading cache, for the next question that shows them.
+    keep_tokens: int = 0
+    keep_ms: float = 0.0
 
     def take(self, engine: Timings) -> None:
         """Copy the engine's figures of one generation."""
@@ -366,8 +376,14 @@ class Asker:
         if dec is not None and dec.lists:
             max_tokens = max(max_tokens, copying.COUNT_TOKENS)
         before_generate = _ms_since(started)
+        kept = None  # the prompt whose sentences are kept apart once answered
+        if s.reads_apart and not self._cached_enough(prompt):
+            # Mostly new sentences: reading them apart would cost more than reading whole,
+            # and could answer otherwise. Read whole; keep them apart once answered.
+            kept, chosen = prompt, replace(chosen, in_place=tuple(range(len(chosen.sentences))))
+            prompt = self.build_prompt(question, chosen)
         # Read apart, an answer may yet be given up (below): it is told only once kept.
-        guarded = dec is not None and s.reads_apart and s.reading_margin > 0
+        guarded = dec is not None and s.reads_apart and kept is None and s.reading_margin > 0
         gen = engine.generate(
             prompt,
             max_tokens,
@@ -393,16 +409,42 @@ class Asker:
         # Time to first token as the user feels it: from the question, retrieval included
         # (and the reading apart given up, if it was).
         timings.ttft_ms = round(before_generate + reread + gen.timings.ttft_ms, 2)
+        judged = self._judge(question, gen.text, chosen, hits, dec)
+        if kept is not None:
+            t0 = time.perf_counter()
+            timings.keep_tokens = engine.warm(kept)  # type: ignore[attr-defined]
+            timings.keep_ms = _ms_since(t0)
+        return judged
+
+    def _judge(
+        self,
+        question: Question,
+        text: str,
+        chosen: Focus,
+        hits: list[Hit],
+        dec: SpanDecoder | None,
+    ) -> Verdict:
+        """The verdict on what the model gave (with its checks, over the same reading)."""
+        s = self.settings
         if dec is None:
-            return verdict.judge_written(question, gen.text, chosen, s.min_support)
+            return verdict.judge_written(question, text, chosen, s.min_support)
         copied = counting.recount(
             question, chosen, hits, copying.read(dec, question, chosen.sentences)
         )
-        checks = engine if s.check_answers else None
+        checks = self.engine if s.check_answers else None
         measured = verdict.signals(
             question, chosen, hits, dec, copied, self.retriever.rare_words, checks, s.use_cache
         )
-        return verdict.judge_copied(question, copied, chosen, hits, measured, s, gen.text)
+        return verdict.judge_copied(question, copied, chosen, hits, measured, s, text)
+
+    def _cached_enough(self, prompt: Prompt) -> bool:
+        """Whether the reading cache holds enough of ``prompt``'s sentences to read it apart:
+        what is left to encode at most :data:`APART_UNREAD` of reading it whole."""
+        unread = getattr(self.engine, "unread", None)
+        if unread is None:
+            return False
+        need, whole = unread(prompt)
+        return need <= APART_UNREAD * whole
 
     def candidates(self, k: int | None = None) -> int:
         """Passages to retrieve for ``k`` read: more when the model re-ranks them."""

@@ -6,14 +6,15 @@ turn, so the machine's noise falls on all three alike:
 
 - ``whole``: the reading cache off, as by default; the prompt's fixed head is live from the
   question before, everything else is read;
-- ``cold``: the reading cache on and emptied before the question: each sentence is read
-  after its passage's earlier sentences and kept;
+- ``cold``: the reading cache on and emptied before the question: the prompt is read whole
+  (the cache holds too little of it), then each sentence is read apart, after its passage's
+  earlier sentences, and kept (``keep_ms``, after the answer);
 - ``warm``: a second reading-cache engine over the same folder, asked right after: every
   sentence comes from the cache, as on an index warmed by `rag index --warm`; only the
   question is read.
 
-``warm`` must give ``cold``'s answer (same tokens, same states: a difference is a bug);
-how often both differ from ``whole`` is what reading apart costs (docs/BENCHMARKS.md).
+``cold`` must give ``whole``'s answer (the same reading: a difference is a bug); how often
+``warm`` differs from ``whole`` is what reading apart costs (docs/BENCHMARKS.md).
 With ``served``, a `rag serve` over the warm folder then answers the same questions
 through its socket, as `rag ask` meets it on a warmed index.
 """
@@ -43,6 +44,7 @@ class ReadingRow:
     answers: dict[str, str]
     # The reading apart given up for a margin too narrow (``reading_margin``), in its ms.
     reread_ms: dict[str, float] = field(default_factory=dict)
+    keep_ms: float = 0.0  # cold: the sentences read apart and kept after the answer
 
 
 @dataclass
@@ -64,13 +66,18 @@ class ReadingReport:
         return statistics.median(r.read_tokens[mode] for r in self.rows) if self.rows else 0.0
 
     @property
-    def warm_differs(self) -> int:
-        """Answers the warm cache changed: a bug if any."""
-        return sum(r.answers["warm"] != r.answers["cold"] for r in self.rows)
+    def median_keep(self) -> float:
+        return statistics.median(r.keep_ms for r in self.rows) if self.rows else 0.0
+
+    @property
+    def cold_differs(self) -> int:
+        """Answers a cold cache changed: a bug if any (it reads whole)."""
+        return sum(r.answers["cold"] != r.answers["whole"] for r in self.rows)
 
     @property
     def apart_differs(self) -> int:
-        return sum(r.answers["cold"] != r.answers["whole"] for r in self.rows)
+        """Answers read apart from a warm cache that reading whole does not give."""
+        return sum(r.answers["warm"] != r.answers["whole"] for r in self.rows)
 
     def rereads(self, mode: str) -> int:
         """Questions read apart, then again whole (``reading_margin``)."""
@@ -81,7 +88,8 @@ class ReadingReport:
             **asdict(self),
             "median_ttft_ms": {m: round(self.median_ttft(m), 1) for m in self.modes},
             "median_read_tokens": {m: self.median_read(m) for m in self.modes},
-            "warm_differs": self.warm_differs,
+            "median_keep_ms": round(self.median_keep, 1),
+            "cold_differs": self.cold_differs,
             "apart_differs": self.apart_differs,
             "rereads": {m: self.rereads(m) for m in self.modes},
         }
@@ -143,6 +151,7 @@ def measure(
                         {m: t[m].prefill_tokens + t[m].lead_tokens for m in MODES},
                         {m: got[m].answer for m in MODES},
                         {m: t[m].reread_ms for m in MODES},
+                        t["cold"].keep_ms,
                     )
                 )
                 stats = cache.stats()

@@ -130,6 +130,8 @@ def timing_line(t: dict[str, Any], reason: str, cache_similarity: float | None =
     )
     if t.get("reread_ms"):  # the answer read apart was too close to call (reading_margin)
         head += f" · read apart {t['reread_ms']:.0f} ms, then whole"
+    if t.get("keep_tokens"):  # read whole, its sentences then kept for later questions
+        head += f" · {t['keep_tokens']} tok kept in the reading cache in {t['keep_ms']:.0f} ms"
     if t["cache_source"] == "unknown":  # an LLM server that reports neither
         head = f"prompt {t['prompt_tokens']} tok (server reports no cache or prefill figures)"
     return head + (

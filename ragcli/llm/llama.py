@@ -391,6 +391,19 @@ class LlamaEngine:
         encoded = sum(len(parts[i]) for i in apart) - t.reading_tokens
         t.lead_tokens = self._evaluated - evaluated - encoded - in_place
 
+    def unread(self, prompt: Prompt) -> tuple[int, int]:
+        """Tokens reading ``prompt``'s context apart would still encode (the pieces the
+        reading cache lacks, with their leads), and the context's tokens read whole."""
+        if self._sentences is None or not prompt.pieces:
+            return 0, 0
+        segments, parts, leads = self._tokens(prompt, apart=True)
+        need, before = 0, []
+        for lead, part in self._sentences.missing(segments[0], leads, parts):
+            want = lead + part  # a pass goes on from the one before where they agree
+            need += len(want) - common_prefix(before, want)
+            before = want
+        return need, len(segments[CONTEXT])
+
     def warm(self, prompt: Prompt) -> int:
         """Put every piece of ``prompt`` the reading cache lacks into it; returns the
         tokens read. What `rag index --warm` does for each passage, and `rag serve` when

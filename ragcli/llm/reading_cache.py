@@ -11,8 +11,10 @@ prompt's sequence; only the question is read anew.
 
 What a sentence encoded apart loses is attention to the other passages: the question, read
 last, still attends to everything. docs/BENCHMARKS.md, "Reading cache", has what that costs
-in answers (enough that the cache is off by default). The engine reads sentences apart
-whether or not their state is cached, so an answer never depends on what was cached before.
+in answers. Given a prompt with pieces, the engine reads them apart whether or not their
+state is cached; the asker gives it one only when the cache holds nearly all of them, else
+the prompt is read whole and its pieces kept afterwards (answer/asker.py), and an answer read
+apart that won by a hair is read again whole (``reading_margin``).
 
 Files are :class:`~ragcli.llm.kv_cache.StateFolder` files: checked, atomic, evicted least
 recently used first, never unpickled.

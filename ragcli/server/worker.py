@@ -94,7 +94,7 @@ class Service:
     def start(self) -> None:
         """Open the index and load both models now, so a broken model fails start-up."""
         self._worker.submit(self._open).result()
-        if self.settings.reads_apart:
+        if self.settings.reads_apart and self.settings.warm_idle:
             self._idle.start()
 
     def _open(self) -> None:

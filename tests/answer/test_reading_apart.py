@@ -35,13 +35,20 @@ def test_an_answer_read_apart_that_won_by_a_hair_is_read_again_whole(
     # copied "Aare" from a neighbouring one (demo-08), winning by a few tenths of a logit.
     question = "Which tributary meets the Rhine at Koblenz?"
     answers = {}
-    for name, over in {"whole": {"reading_cache": False}, "repaired": {}}.items():
+    for name, over in {"whole": {"reading_cache": False}, "cold": {}}.items():
         with Asker(_settings(corpus_index, tmp_path / "cache", **over), preload=False) as a:
             a.retriever._embedder = embedder
             answers[name] = a.ask(question)
-    whole, repaired = answers["whole"], answers["repaired"]
+            if name == "cold":  # its sentences are kept now: this time they are read apart
+                answers["repaired"] = a.ask(question)
+    whole, cold, repaired = answers["whole"], answers["cold"], answers["repaired"]
     assert "Moselle" in whole.answer
     assert whole.timings.reread_ms == 0  # read whole at once: nothing to give up
+    # An empty reading cache: read whole, the same answer; the sentences kept after it.
+    assert cold.answer == whole.answer and cold.timings.reading_tokens == 0
+    assert cold.timings.reread_ms == 0 and cold.timings.keep_tokens > 0
+    assert "kept in the reading cache" in timing_line(cold.as_dict()["timings"], cold.reason)
+    assert repaired.timings.keep_tokens == 0  # nothing new to keep
     # Read apart, its margin was below the default: read again, the whole reading's answer.
     assert repaired.timings.reread_ms > 0
     assert repaired.answer == whole.answer
@@ -61,7 +68,9 @@ def test_a_passage_edited_between_two_questions_is_read_anew(tmp_path, embedder)
         build_index([docs], settings, embedder=embedder)
         with Asker(settings, preload=False) as a:
             a.retriever._embedder = embedder
+            a.ask(question)  # new sentences: read whole, then kept apart
             answer = a.ask(question)
+            assert answer.timings.reading_tokens > 0  # read apart, from the cache
             assert answer.timings.reread_ms == 0  # margin 0: kept as read apart
             given.append((answer.answer, a.engine.reading.stats().files))
     (first, stored), (second, stored_after) = given

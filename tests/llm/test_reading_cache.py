@@ -225,3 +225,18 @@ def test_reuse_stops_where_sentences_were_read_otherwise():
     assert _reusable(kv, fresh, [*kv, 99], apart, 15) == 10
     assert _reusable(kv, apart, [*kv, 99], fresh, 15) == 10
     assert _reusable(kv, fresh, [*kv, 99], fresh, 15) == 20
+
+
+def test_unread_counts_what_reading_apart_would_still_encode(engine):
+    leads = [CONTEXT[:k] for k in range(len(CONTEXT))]
+    prompt = engine_prompt(QUESTION, CONTEXT, engine, leads)
+    need, whole = engine.unread(prompt)
+    # One passage in a row: one pass over it, so exactly the context's tokens.
+    assert need == whole > 0
+    assert engine.warm(prompt) == whole
+    assert engine.unread(prompt) == (0, whole)
+    # Another passage's sentence before them: its pieces' leads no longer go on from it.
+    other = engine_prompt(QUESTION, ["The Rhine rises in the Alps.", *CONTEXT], engine,
+                          [[], *leads])  # fmt: skip
+    need, whole_other = engine.unread(other)
+    assert 0 < need < whole_other

@@ -35,7 +35,7 @@ def settings(tmp_path: Path, embedder) -> Settings:
     # Margin 0: every answer is kept as read apart, so its figures are the cache's.
     s = load_settings(
         {"index_dir": tmp_path / "idx", "cache_dir": cache, "reading_cache": True,
-         "answer_cache": False, "reading_margin": 0.0}
+         "answer_cache": False, "reading_margin": 0.0, "warm_idle": True}
     )  # fmt: skip
     build_index([docs], s, embedder=embedder)
     return s
