@@ -6,6 +6,10 @@ reuses the KV cache of the prompt prefix it shares with the last question.
 Before any of that, an answer already given for the same passages to the same
 question, or to one close enough in meaning, is served from the answer cache
 (:mod:`ragcli.answer.answer_cache`) without running the model.
+
+This module is long because the stages of one answer meet here and nowhere else: the
+answer cache, retrieval, what the model reads and how (whole, or apart from the reading
+cache and read again when too close to call), the verdict and what is kept afterwards.
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ the reading cache, cold and warm, side by side in one process.
 Three engines load the same model (its weights mapped once) and answer each question in
 turn, so the machine's noise falls on all three alike:
 
-- ``whole``: the reading cache off, as by default; the prompt's fixed head is live from the
-  question before, everything else is read;
+- ``whole``: ``reading_cache = false``; the prompt's fixed head is live from the question
+  before, everything else is read;
 - ``cold``: the reading cache on and emptied before the question: the prompt is read whole
   (the cache holds too little of it), then each sentence is read apart, after its passage's
   earlier sentences, and kept (``keep_ms``, after the answer);
