@@ -671,6 +671,14 @@ def plot_prefill(run: PrefillRun, path: Path) -> Path:
                     color=colour, capsize=3, markersize=4,
                 )  # fmt: skip
             legend.append((bars, f"{report.model}: {label}"))
+        # An answer read apart too close to call is read again whole (reading_margin): what
+        # that question costs, from the same medians.
+        both = [(r.series(READING), r.series("cold")) for r in report.rows]
+        if all(rd is not None and cd is not None for rd, cd in both):
+            again = np.array([rd.ms + cd.ms for rd, cd in both])  # type: ignore[union-attr]
+            for ax, scale in ((ax_ms, 1.0), (ax_tok, x)):
+                (mark,) = ax.plot(x, again / scale, marker="x", linestyle=(0, (1, 3)), color=colour)
+            legend.append((mark, f"{report.model}: reading cache, then read again whole (sum)"))
         if f.l_star is not None and x.min() <= f.l_star <= x.max():
             for ax in (ax_ms, ax_tok):
                 mark = ax.axvline(f.l_star, color=colour, linestyle="-.", alpha=0.7)
