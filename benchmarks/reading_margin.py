@@ -58,7 +58,8 @@ def reading_margin_command(
                 typer.echo(f"{mode} {n + 1}/{len(items)}", err=True)
                 a = asker.ask(it.question)
                 if mode == "apart" and a.timings.keep_tokens:
-                    a = asker.ask(it.question)  # its sentences are kept now: read apart
+                    asker.engine.cache.clear()  # no whole state to restore: read apart
+                    a = asker.ask(it.question)
                 row[mode] = {
                     "answer": a.answer,
                     "right": is_correct(it, a),

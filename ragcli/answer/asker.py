@@ -380,14 +380,18 @@ class Asker:
         if dec is not None and dec.lists:
             max_tokens = max(max_tokens, copying.COUNT_TOKENS)
         before_generate = _ms_since(started)
-        kept = None  # the prompt whose sentences are kept apart once answered
-        if s.reads_apart and not self._cached_enough(prompt):
+        whole, kept = False, None  # kept: the prompt whose sentences are kept once answered
+        if s.reads_apart and self._holds_whole(prompt):
+            whole = True  # these sentences were read whole before: restored, not placed
+        elif s.reads_apart and not self._cached_enough(prompt):
             # Mostly new sentences: reading them apart would cost more than reading whole,
             # and could answer otherwise. Read whole; keep them apart once answered.
-            kept, chosen = prompt, replace(chosen, in_place=tuple(range(len(chosen.sentences))))
+            whole, kept = True, prompt
+        if whole:
+            chosen = replace(chosen, in_place=tuple(range(len(chosen.sentences))))
             prompt = self.build_prompt(question, chosen)
         # Read apart, an answer may yet be given up (below): it is told only once kept.
-        guarded = dec is not None and s.reads_apart and kept is None and s.reading_margin > 0
+        guarded = dec is not None and s.reads_apart and not whole and s.reading_margin > 0
         gen = engine.generate(
             prompt,
             max_tokens,
@@ -440,6 +444,11 @@ class Asker:
             question, chosen, hits, dec, copied, self.retriever.rare_words, checks, s.use_cache
         )
         return verdict.judge_copied(question, copied, chosen, hits, measured, s, text)
+
+    def _holds_whole(self, prompt: Prompt) -> bool:
+        """Whether the engine holds ``prompt``'s context as read whole (live or on disk)."""
+        holds = getattr(self.engine, "holds_whole", None)
+        return holds is not None and holds(prompt)
 
     def _cached_enough(self, prompt: Prompt) -> bool:
         """Whether the reading cache holds enough of ``prompt``'s sentences to read it apart:

@@ -404,6 +404,17 @@ class LlamaEngine:
             before = want
         return need, len(segments[CONTEXT])
 
+    def holds_whole(self, prompt: Prompt) -> bool:
+        """Whether the state after ``prompt``'s context read whole is at hand, live or in the
+        prefix cache: restoring it costs less than placing the sentences, and is reading
+        whole."""
+        segments = self._segment_tokens(prompt)
+        tokens = [t for seg in segments for t in seg]
+        end = sum(len(seg) for seg in segments[: CONTEXT + 1])
+        if common_prefix(self.kv_tokens, tokens) >= end:
+            return not any(start < end for start, _ in self._apart)
+        return self.cache is not None and self.cache.has(self, tokens[:end])
+
     def warm(self, prompt: Prompt) -> int:
         """Put every piece of ``prompt`` the reading cache lacks into it; returns the
         tokens read. What `rag index --warm` does for each passage, and `rag serve` when

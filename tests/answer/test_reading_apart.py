@@ -36,10 +36,11 @@ def test_an_answer_read_apart_that_won_by_a_hair_is_read_again_whole(
     question = "Which tributary meets the Rhine at Koblenz?"
     answers = {}
     for name, over in {"whole": {"reading_cache": False}, "cold": {}}.items():
-        with Asker(_settings(corpus_index, tmp_path / "cache", **over), preload=False) as a:
+        with Asker(_settings(corpus_index, tmp_path / name, **over), preload=False) as a:
             a.retriever._embedder = embedder
             answers[name] = a.ask(question)
-            if name == "cold":  # its sentences are kept now: this time they are read apart
+            if name == "cold":  # its sentences are kept now: without the whole reading's
+                a.engine.cache.clear()  # state to restore, they are read apart
                 answers["repaired"] = a.ask(question)
     whole, cold, repaired = answers["whole"], answers["cold"], answers["repaired"]
     assert "Moselle" in whole.answer
@@ -69,6 +70,7 @@ def test_a_passage_edited_between_two_questions_is_read_anew(tmp_path, embedder)
         with Asker(settings, preload=False) as a:
             a.retriever._embedder = embedder
             a.ask(question)  # new sentences: read whole, then kept apart
+            a.engine.cache.clear()  # the whole reading's state: else it is restored
             answer = a.ask(question)
             assert answer.timings.reading_tokens > 0  # read apart, from the cache
             assert answer.timings.reread_ms == 0  # margin 0: kept as read apart
@@ -82,3 +84,15 @@ def test_a_passage_edited_between_two_questions_is_read_anew(tmp_path, embedder)
 def test_a_negative_margin_is_refused():
     with pytest.raises(ConfigError, match="reading_margin"):
         load_settings({"reading_margin": -1.0})
+
+
+def test_sentences_read_whole_before_are_restored_not_placed(corpus_index, embedder, tmp_path):
+    question = "Which tributary meets the Rhine at Koblenz?"
+    with Asker(_settings(corpus_index, tmp_path / "cache"), preload=False) as a:
+        a.retriever._embedder = embedder
+        first, again = a.ask(question), a.ask(question)
+    # The prefix cache holds the context as read whole: that, not the reading cache.
+    assert first.timings.keep_tokens > 0 and again.timings.reading_tokens == 0
+    assert again.timings.cache_source == "disk" and again.timings.reread_ms == 0
+    assert again.timings.cached_tokens > again.timings.prompt_tokens - 40
+    assert again.answer == first.answer
