@@ -25,7 +25,7 @@ from pathlib import Path
 from .. import __version__
 from ..config import ANSWER_SETTINGS, Settings
 from ..errors import RagError
-from ..llm.base import Engine, OnText, Timings
+from ..llm.base import Engine, OnText, ReadingEngine, Timings
 from ..llm.constrain import SpanDecoder
 from ..llm.factory import open_engine
 from ..models import CATALOG, DEFAULT_MODEL, GenerationModel, generation_model
@@ -159,6 +159,13 @@ def _cached_answer(question: str, hit: CachedAnswer, hits: list[Hit], t: AnswerT
         cache_similarity=round(hit.similarity, 4),
         cached_question=hit.question,
     )
+
+
+def _cached_enough(reader: ReadingEngine, prompt: Prompt) -> bool:
+    """Whether the reading cache holds enough of ``prompt``'s sentences to read it apart:
+    what is left to encode at most :data:`APART_UNREAD` of reading it whole."""
+    need, whole = reader.unread(prompt)
+    return need <= APART_UNREAD * whole
 
 
 def _ms_since(t0: float) -> float:
@@ -380,10 +387,11 @@ class Asker:
         if dec is not None and dec.lists:
             max_tokens = max(max_tokens, copying.COUNT_TOKENS)
         before_generate = _ms_since(started)
-        whole, kept = False, None  # kept: the prompt whose sentences are kept once answered
-        if s.reads_apart and self._holds_whole(prompt):
+        reader = engine if s.reads_apart and isinstance(engine, ReadingEngine) else None
+        whole, kept = s.reads_apart and reader is None, None  # kept: read apart once answered
+        if reader is not None and reader.holds_whole(prompt):
             whole = True  # these sentences were read whole before: restored, not placed
-        elif s.reads_apart and not self._cached_enough(prompt):
+        elif reader is not None and not _cached_enough(reader, prompt):
             # Mostly new sentences: reading them apart would cost more than reading whole,
             # and could answer otherwise. Read whole; keep them apart once answered.
             whole, kept = True, prompt
@@ -418,9 +426,9 @@ class Asker:
         # (and the reading apart given up, if it was).
         timings.ttft_ms = round(before_generate + reread + gen.timings.ttft_ms, 2)
         judged = self._judge(question, gen.text, chosen, hits, dec)
-        if kept is not None:
+        if reader is not None and kept is not None:
             t0 = time.perf_counter()
-            timings.keep_tokens = engine.warm(kept)  # type: ignore[attr-defined]
+            timings.keep_tokens = reader.warm(kept)
             timings.keep_ms = _ms_since(t0)
         return judged
 
@@ -444,20 +452,6 @@ class Asker:
             question, chosen, hits, dec, copied, self.retriever.rare_words, checks, s.use_cache
         )
         return verdict.judge_copied(question, copied, chosen, hits, measured, s, text)
-
-    def _holds_whole(self, prompt: Prompt) -> bool:
-        """Whether the engine holds ``prompt``'s context as read whole (live or on disk)."""
-        holds = getattr(self.engine, "holds_whole", None)
-        return holds is not None and holds(prompt)
-
-    def _cached_enough(self, prompt: Prompt) -> bool:
-        """Whether the reading cache holds enough of ``prompt``'s sentences to read it apart:
-        what is left to encode at most :data:`APART_UNREAD` of reading it whole."""
-        unread = getattr(self.engine, "unread", None)
-        if unread is None:
-            return False
-        need, whole = unread(prompt)
-        return need <= APART_UNREAD * whole
 
     def candidates(self, k: int | None = None) -> int:
         """Passages to retrieve for ``k`` read: more when the model re-ranks them."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     import numpy as np
@@ -187,6 +187,24 @@ class Ranker(Protocol):
         the query's tokens and the heads) in the first ``depth`` share of the layers (the
         rest are not computed), and how many tokens were read. Passages past what the
         context holds are left out: the array then has fewer."""
+        ...
+
+
+@runtime_checkable
+class ReadingEngine(Protocol):
+    """An engine with a reading cache (llm/reading_cache.py): what the asker asks of it to
+    choose between reading a prompt apart and reading it whole."""
+
+    def unread(self, prompt: Prompt) -> tuple[int, int]:
+        """Tokens reading the context apart would still encode, and its tokens."""
+        ...
+
+    def holds_whole(self, prompt: Prompt) -> bool:
+        """Whether the state after the context read whole is at hand."""
+        ...
+
+    def warm(self, prompt: Prompt) -> int:
+        """Keep the sentences the reading cache lacks; the tokens read."""
         ...
 
 
