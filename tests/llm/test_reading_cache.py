@@ -235,8 +235,8 @@ def test_unread_counts_what_reading_apart_would_still_encode(engine):
     assert need == whole > 0
     assert engine.warm(prompt) == whole
     assert engine.unread(prompt) == (0, whole)
-    # Another passage's sentence before them: its pieces' leads no longer go on from it.
+    # A new sentence of another passage before them: only it is left to read.
     other = engine_prompt(QUESTION, ["The Rhine rises in the Alps.", *CONTEXT], engine,
                           [[], *leads])  # fmt: skip
     need, whole_other = engine.unread(other)
-    assert 0 < need < whole_other
+    assert need == whole_other - whole > 0
