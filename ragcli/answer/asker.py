@@ -163,9 +163,10 @@ def _cached_answer(question: str, hit: CachedAnswer, hits: list[Hit], t: AnswerT
 
 def _cached_enough(reader: ReadingEngine, prompt: Prompt) -> bool:
     """Whether the reading cache holds enough of ``prompt``'s sentences to read it apart:
-    what is left to encode at most :data:`APART_UNREAD` of reading it whole."""
+    what is left to encode at most :data:`APART_UNREAD` of reading it whole (a prompt with
+    no sentences to place is read whole)."""
     need, whole = reader.unread(prompt)
-    return need <= APART_UNREAD * whole
+    return whole > 0 and need <= APART_UNREAD * whole
 
 
 def _ms_since(t0: float) -> float:
