@@ -389,10 +389,10 @@ class Asker:
             max_tokens = max(max_tokens, copying.COUNT_TOKENS)
         before_generate = _ms_since(started)
         reader = engine if s.reads_apart and isinstance(engine, ReadingEngine) else None
-        whole, kept = s.reads_apart and reader is None, None  # kept: read apart once answered
-        if reader is not None and reader.holds_whole(prompt):
-            whole = True  # these sentences were read whole before: restored, not placed
-        elif reader is not None and not _cached_enough(reader, prompt):
+        kept = None  # the prompt whose sentences are read apart into the cache once answered
+        # Sentences read whole before are restored, not placed.
+        whole = reader is not None and reader.holds_whole(prompt)
+        if reader is not None and not whole and not _cached_enough(reader, prompt):
             # Mostly new sentences: reading them apart would cost more than reading whole,
             # and could answer otherwise. Read whole; keep them apart once answered.
             whole, kept = True, prompt
@@ -400,7 +400,7 @@ class Asker:
             chosen = replace(chosen, in_place=tuple(range(len(chosen.sentences))))
             prompt = self.build_prompt(question, chosen)
         # Read apart, an answer may yet be given up (below): it is told only once kept.
-        guarded = dec is not None and s.reads_apart and not whole and s.reading_margin > 0
+        guarded = dec is not None and reader is not None and not whole and s.reading_margin > 0
         gen = engine.generate(
             prompt,
             max_tokens,

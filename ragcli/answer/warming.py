@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..errors import UsageError
+from ..llm.base import ReadingEngine
 from ..progress import OnStep, Step
 from .focus import readable
 from .prompt import engine_prompt
@@ -59,8 +60,7 @@ def warm(
     passage; True ends the warm there (``complete`` False)."""
     check_on(asker.settings)
     engine = asker.engine
-    encode = getattr(engine, "warm", None)
-    if encode is None:
+    if not isinstance(engine, ReadingEngine):
         raise UsageError("only a model loaded here has a reading cache (not --llm-url)")
     store = asker.retriever.store
     total = store.count_chunks()
@@ -82,7 +82,7 @@ def warm(
         report.sentences += len(found)
         if found:
             shown, leads = [s for _, s, _ in found], [lead for _, _, lead in found]
-            report.tokens_encoded += encode(engine_prompt("", shown, engine, leads))
+            report.tokens_encoded += engine.warm(engine_prompt("", shown, engine, leads))
         if progress:
             progress(Step("warming", report.passages, total, "passages"))
     report.seconds = time.perf_counter() - t0
